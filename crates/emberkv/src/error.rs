@@ -1,0 +1,87 @@
+//! The one error type of the crate.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The result type of every fallible emberkv call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in emberkv.
+///
+/// Bad input (an oversize key or value) is reported before anything is
+/// written; a damaged file is reported as [`Error::Corruption`] with the log
+/// address (byte offset in the log) of the damage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+
+    /// A file of the store holds bytes that fail a check (checksum, magic,
+    /// length bound). `offset` is the log address of the damaged record, or
+    /// the byte offset inside a metadata file.
+    #[error("corruption at offset {offset}: {reason}")]
+    Corruption {
+        /// Log address or file offset of the damage, in bytes.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// The key is longer than [`crate::MAX_KEY_BYTES`]; nothing was written.
+    #[error("key of {len} bytes exceeds the limit of {max} bytes")]
+    KeyTooLarge {
+        /// Length of the rejected key, in bytes.
+        len: usize,
+        /// The limit, in bytes.
+        max: usize,
+    },
+
+    /// The value is longer than [`crate::MAX_VALUE_BYTES`] (or than what one
+    /// segment of this store can hold); nothing was written.
+    #[error("value of {len} bytes exceeds the limit of {max} bytes")]
+    ValueTooLarge {
+        /// Length of the rejected value, in bytes.
+        len: usize,
+        /// The limit, in bytes.
+        max: usize,
+    },
+
+    /// Another handle, in this process or another one, holds the store's
+    /// exclusive lock.
+    #[error("store {path} is locked by another process or handle")]
+    Locked {
+        /// The store's directory.
+        path: PathBuf,
+    },
+
+    /// The store was written by an incompatible format version.
+    #[error("incompatible store format: found version {found}, expected {expected}")]
+    IncompatibleFormat {
+        /// Version found in the store's metadata file.
+        found: u32,
+        /// Version this build reads and writes.
+        expected: u32,
+    },
+
+    /// The options given to [`crate::Db::open`] are invalid, or disagree with
+    /// the geometry the store was created with.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+
+    /// The store was closed, or an earlier write or fsync failed and the
+    /// store refuses further writes rather than pretend they are durable
+    /// (the fjall "poison" rule).
+    #[error("store is closed")]
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn corruption(offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            offset,
+            reason: reason.into(),
+        }
+    }
+}

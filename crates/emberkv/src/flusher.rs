@@ -1,0 +1,75 @@
+//! The background flusher: the default (group commit) durability path.
+//!
+//! One thread per open store. It writes each sealed page to its segment
+//! file as soon as the appender seals it (so the hot tier keeps room), and
+//! every `flush_interval` writes out the rest of the published log and
+//! fdatasyncs it. A write acknowledged at time `t` is therefore durable by
+//! `t + flush_interval` plus the time of one write and fdatasync of at most
+//! the hot tier's unflushed bytes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::log::Log;
+
+/// Handle to the flusher thread; stopping it is the caller's job (see
+/// [`Flusher::stop`]).
+pub(crate) struct Flusher {
+    stop: Arc<AtomicBool>,
+    log: Arc<Log>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Flusher {
+    /// Starts the flusher of `log` with a group-commit window of `interval`.
+    pub(crate) fn spawn(log: Arc<Log>, interval: Duration) -> std::io::Result<Flusher> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (log, stop) = (Arc::clone(&log), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("emberkv-flusher".into())
+                .spawn(move || run(&log, &stop, interval))?
+        };
+        Ok(Flusher {
+            stop,
+            log,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it. The caller syncs the log after.
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        {
+            let _guard = self.log.page_sealed_lock.lock();
+            self.log.page_sealed.notify_all();
+        }
+        if let Some(thread) = self.thread.take() {
+            // A panic in the flusher has already been reported; the caller's
+            // final sync reports the state of the log.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
+    let mut next_sync = Instant::now() + interval;
+    while !stop.load(Ordering::Acquire) {
+        {
+            let mut guard = log.page_sealed_lock.lock();
+            let wait = next_sync.saturating_duration_since(Instant::now());
+            if !wait.is_zero() && !stop.load(Ordering::Acquire) {
+                log.page_sealed.wait_for(&mut guard, wait);
+            }
+        }
+        // Errors poison the log, and every later write reports them; the
+        // flusher keeps running so that `sync` and `close` still answer.
+        let _ = log.write_sealed();
+        if Instant::now() >= next_sync {
+            let _ = log.sync_all();
+            next_sync = Instant::now() + interval;
+        }
+    }
+}

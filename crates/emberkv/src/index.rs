@@ -1,0 +1,413 @@
+//! The hash index: key hash -> log address of the key's newest record.
+//!
+//! The index is split into [`SHARDS`] shards by the top bits of the key's
+//! 64-bit hash. Each shard is an open-addressing table (linear probing) of
+//! 64-bit entries:
+//!
+//! | bits  | field                                           |
+//! |-------|-------------------------------------------------|
+//! | 63-48 | tag: hash bits 32..48, a fingerprint of the key |
+//! | 47-0  | log address of the record                       |
+//!
+//! No key bytes are stored: a tag match is confirmed by comparing the key
+//! in the record, so distinct keys with equal tags both work. Entry `0` is
+//! an empty slot (address 0 is a segment header, never a record) and
+//! `u64::MAX` a deleted one (address 2^48 - 1 is never reached).
+//!
+//! Readers take no lock: they load the shard's table with `arc_swap` and
+//! probe it with atomic loads. Writers serialise per shard on a mutex. A
+//! table is grown by building a new one off to the side (re-reading each
+//! entry's key from the log to rehash it) and swapping it in; readers keep
+//! probing the old table meanwhile, and `arc_swap` frees it when the last
+//! reader leaves.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::error::Result;
+
+/// Hashes keys for the index: XXH3-64 (Collet, xxHash) keyed with the
+/// store's random seed from its meta file, so that keys crafted by a client
+/// of the server cannot pile into one shard or probe sequence without
+/// knowing the seed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHasher {
+    seed: u64,
+    /// Test hook: hash bits kept (all of them outside tests), to force
+    /// distinct keys onto one shard, tag and home slot.
+    mask: u64,
+}
+
+impl KeyHasher {
+    pub(crate) fn new(seed: u64) -> KeyHasher {
+        KeyHasher {
+            seed,
+            mask: u64::MAX,
+        }
+    }
+
+    /// A hasher that maps every key to one of `1 << bits` hashes, so that
+    /// distinct keys share fingerprints (tests only).
+    #[cfg(test)]
+    pub(crate) fn colliding(seed: u64, bits: u32) -> KeyHasher {
+        KeyHasher {
+            seed,
+            mask: (1 << bits) - 1,
+        }
+    }
+
+    /// The 64-bit hash of `key`.
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed) & self.mask
+    }
+}
+
+/// Number of shards (a power of two).
+pub(crate) const SHARDS: usize = 256;
+const SHARD_BITS: u32 = SHARDS.trailing_zeros();
+/// Bits of an entry that hold the log address.
+pub(crate) const ADDRESS_BITS: u32 = 48;
+/// Largest log address an entry can hold (exclusive bound).
+pub(crate) const MAX_ADDRESS: u64 = (1 << ADDRESS_BITS) - 1;
+const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+const EMPTY: u64 = 0;
+const DELETED: u64 = u64::MAX;
+const MIN_SLOTS: usize = 16;
+
+/// Maximum share of used (live + deleted) slots before a table grows: 7/8.
+const fn max_used(slots: usize) -> usize {
+    slots - slots / 8
+}
+
+/// Slots per shard for `keys` expected keys: at most 3/4 full at capacity.
+fn slots_for(keys: usize) -> usize {
+    (keys.div_ceil(SHARDS) * 4 / 3).next_power_of_two().max(MIN_SLOTS)
+}
+
+fn shard_of(hash: u64) -> usize {
+    (hash >> (64 - SHARD_BITS)) as usize
+}
+
+fn tag_of(hash: u64) -> u64 {
+    (hash >> 32) & 0xFFFF
+}
+
+fn entry(hash: u64, addr: u64) -> u64 {
+    debug_assert!(addr > 0 && addr < MAX_ADDRESS);
+    tag_of(hash) << ADDRESS_BITS | addr
+}
+
+fn entry_addr(e: u64) -> u64 {
+    e & ADDRESS_MASK
+}
+
+fn entry_tag(e: u64) -> u64 {
+    e >> ADDRESS_BITS
+}
+
+struct Table {
+    slots: Box<[AtomicU64]>,
+}
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        Table {
+            slots: (0..slots).map(|_| AtomicU64::new(EMPTY)).collect(),
+        }
+    }
+
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+}
+
+struct Shard {
+    table: ArcSwap<Table>,
+    /// Live plus deleted slots of the current table; guarded by `write`.
+    writer: Mutex<usize>,
+    live: AtomicUsize,
+}
+
+/// The sharded hash index.
+pub(crate) struct Index {
+    shards: Box<[Shard]>,
+}
+
+/// Where a key sits (or would sit) in its shard's table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Slot {
+    /// The key is present at this slot.
+    Occupied { slot: usize },
+    /// The key is absent; it would be inserted at this slot.
+    Vacant { slot: usize, fresh: bool },
+}
+
+/// A shard held for writing: the only way to change the index.
+pub(crate) struct ShardWriter<'a> {
+    shard: &'a Shard,
+    used: MutexGuard<'a, usize>,
+    table: Arc<Table>,
+    hash: u64,
+}
+
+impl Index {
+    /// An index sized for `key_capacity` keys without growing.
+    pub(crate) fn with_capacity(key_capacity: usize) -> Index {
+        let slots = slots_for(key_capacity);
+        Index {
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    table: ArcSwap::from_pointee(Table::new(slots)),
+                    writer: Mutex::new(0),
+                    live: AtomicUsize::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    /// Number of live keys.
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.live.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Bytes of memory held by the tables.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.table.load().slots.len() * size_of::<AtomicU64>())
+            .sum()
+    }
+
+    /// Lock-free lookup: calls `probe` with the address of each entry whose
+    /// tag matches, until it returns `Some`. `probe` checks the record's key.
+    pub(crate) fn find<T>(
+        &self,
+        hash: u64,
+        mut probe: impl FnMut(u64) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
+        let table = self.shards[shard_of(hash)].table.load();
+        let mask = table.mask();
+        let tag = tag_of(hash);
+        let mut i = hash as usize & mask;
+        for _ in 0..table.slots.len() {
+            let e = table.slots[i].load(Ordering::Acquire);
+            if e == EMPTY {
+                return Ok(None);
+            }
+            if e != DELETED
+                && entry_tag(e) == tag
+                && let Some(found) = probe(entry_addr(e))?
+            {
+                return Ok(Some(found));
+            }
+            i = (i + 1) & mask;
+        }
+        Ok(None)
+    }
+
+    /// Locks the shard of `hash` for writing.
+    pub(crate) fn writer(&self, hash: u64) -> ShardWriter<'_> {
+        let shard = &self.shards[shard_of(hash)];
+        let used = shard.writer.lock();
+        let table = shard.table.load_full();
+        ShardWriter {
+            shard,
+            used,
+            table,
+            hash,
+        }
+    }
+}
+
+impl ShardWriter<'_> {
+    /// Finds the key's slot. `is_key(addr)` tells whether the record at
+    /// `addr` holds the key; `key_hash(addr)` returns the hash of the key of
+    /// the record at `addr` (used when the table must grow first).
+    pub(crate) fn slot(
+        &mut self,
+        mut is_key: impl FnMut(u64) -> Result<bool>,
+        key_hash: impl FnMut(u64) -> Result<u64>,
+    ) -> Result<Slot> {
+        if *self.used >= max_used(self.table.slots.len()) {
+            self.grow(key_hash)?;
+        }
+        let table = &self.table;
+        let mask = table.mask();
+        let tag = tag_of(self.hash);
+        let mut i = self.hash as usize & mask;
+        let mut reusable = None;
+        for _ in 0..table.slots.len() {
+            let e = table.slots[i].load(Ordering::Relaxed);
+            if e == EMPTY {
+                return Ok(match reusable {
+                    Some(slot) => Slot::Vacant { slot, fresh: false },
+                    None => Slot::Vacant {
+                        slot: i,
+                        fresh: true,
+                    },
+                });
+            }
+            if e == DELETED {
+                reusable.get_or_insert(i);
+            } else if entry_tag(e) == tag && is_key(entry_addr(e))? {
+                return Ok(Slot::Occupied { slot: i });
+            }
+            i = (i + 1) & mask;
+        }
+        unreachable!("a table is never full: it grows at 7/8")
+    }
+
+    /// Points the key at `addr`: overwrites an occupied slot or fills a
+    /// vacant one found by [`ShardWriter::slot`] on this same writer.
+    pub(crate) fn set(&mut self, slot: Slot, addr: u64) {
+        let e = entry(self.hash, addr);
+        match slot {
+            Slot::Occupied { slot, .. } => self.table.slots[slot].store(e, Ordering::Release),
+            Slot::Vacant { slot, fresh } => {
+                self.table.slots[slot].store(e, Ordering::Release);
+                if fresh {
+                    *self.used += 1;
+                }
+                self.shard.live.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Removes the key found at an occupied slot.
+    pub(crate) fn clear(&mut self, slot: Slot) {
+        if let Slot::Occupied { slot, .. } = slot {
+            self.table.slots[slot].store(DELETED, Ordering::Release);
+            self.shard.live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Doubles the table (or rebuilds it at the same size when most used
+    /// slots are deleted ones), rehashing every entry from its record's key.
+    fn grow(&mut self, mut key_hash: impl FnMut(u64) -> Result<u64>) -> Result<()> {
+        let live = self.shard.live.load(Ordering::Relaxed);
+        let old = &self.table;
+        let slots = if live * 2 < max_used(old.slots.len()) {
+            old.slots.len()
+        } else {
+            old.slots.len() * 2
+        };
+        let new = Table::new(slots);
+        let mask = new.mask();
+        for e in old.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
+            if e == EMPTY || e == DELETED {
+                continue;
+            }
+            let mut i = key_hash(entry_addr(e))? as usize & mask;
+            while new.slots[i].load(Ordering::Relaxed) != EMPTY {
+                i = (i + 1) & mask;
+            }
+            new.slots[i].store(e, Ordering::Relaxed);
+        }
+        let new = Arc::new(new);
+        self.shard.table.store(Arc::clone(&new));
+        self.table = new;
+        *self.used = live;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A fake log: address -> (key, hash). Tests choose hashes freely, so
+    /// they can force tag collisions between distinct keys.
+    #[derive(Default)]
+    struct FakeLog {
+        records: HashMap<u64, (Vec<u8>, u64)>,
+        next: u64,
+    }
+
+    impl FakeLog {
+        fn put(&mut self, index: &Index, key: &[u8], hash: u64) {
+            self.next += 8;
+            let addr = self.next;
+            self.records.insert(addr, (key.to_vec(), hash));
+            let records = &self.records;
+            let mut w = index.writer(hash);
+            let slot = w
+                .slot(|a| Ok(records[&a].0 == key), |a| Ok(records[&a].1))
+                .unwrap();
+            w.set(slot, addr);
+        }
+
+        fn remove(&self, index: &Index, key: &[u8], hash: u64) -> bool {
+            let mut w = index.writer(hash);
+            let slot = w
+                .slot(|a| Ok(self.records[&a].0 == key), |a| Ok(self.records[&a].1))
+                .unwrap();
+            w.clear(slot);
+            matches!(slot, Slot::Occupied { .. })
+        }
+
+        fn get(&self, index: &Index, key: &[u8], hash: u64) -> Option<u64> {
+            index
+                .find(hash, |a| Ok((self.records[&a].0 == key).then_some(a)))
+                .unwrap()
+        }
+    }
+
+    #[test]
+    fn colliding_tags_and_slots_keep_keys_apart() {
+        let index = Index::with_capacity(0);
+        let mut log = FakeLog::default();
+        // Every key has the same hash: same shard, same tag, same home slot.
+        let h = 0xDEAD_BEEF_1234_5678;
+        for i in 0..100u32 {
+            log.put(&index, &i.to_le_bytes(), h);
+        }
+        assert_eq!(index.len(), 100);
+        for i in 0..100u32 {
+            let addr = log.get(&index, &i.to_le_bytes(), h).unwrap();
+            assert_eq!(log.records[&addr].0, i.to_le_bytes());
+        }
+        assert!(log.remove(&index, &7u32.to_le_bytes(), h));
+        assert!(!log.remove(&index, &7u32.to_le_bytes(), h));
+        assert_eq!(log.get(&index, &7u32.to_le_bytes(), h), None);
+        assert!(log.get(&index, &8u32.to_le_bytes(), h).is_some());
+        assert_eq!(index.len(), 99);
+    }
+
+    #[test]
+    fn grows_past_capacity_and_overwrites_in_place() {
+        let index = Index::with_capacity(16);
+        let mut log = FakeLog::default();
+        let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
+        for i in 0..20_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        for i in 0..20_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        assert_eq!(index.len(), 20_000);
+        for i in (0..20_000u64).step_by(7) {
+            let addr = log.get(&index, &i.to_le_bytes(), hash(i)).unwrap();
+            assert!(addr > 20_000 * 8, "key {i} must point at its newest record");
+        }
+    }
+
+    #[test]
+    fn churn_of_removes_does_not_fill_the_table() {
+        let index = Index::with_capacity(64);
+        let mut log = FakeLog::default();
+        let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
+        for i in 0..50_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+            assert!(log.remove(&index, &i.to_le_bytes(), hash(i)));
+        }
+        assert_eq!(index.len(), 0);
+        assert!(index.memory_bytes() <= SHARDS * MIN_SLOTS * 8 * 2);
+    }
+}

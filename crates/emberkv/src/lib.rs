@@ -1,0 +1,65 @@
+//! emberkv: an embedded key/value store built as a *hash-log*.
+//!
+//! A sharded hash index in memory maps each key to the log address of its
+//! newest record; the log's tail lives in memory (the hot tier, where
+//! writes land) and its older part in segment files on disk (the cold tail,
+//! read by offset). A get is one hash, one index probe and one record read.
+//! The design follows Bitcask (Sheehy and Smith, 2010) and FASTER
+//! (Chandramouli et al., SIGMOD 2018); `docs/ARCHITECTURE.md` in the
+//! repository records what is built.
+//!
+//! ```
+//! use emberkv::{Db, Options};
+//!
+//! # fn main() -> emberkv::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.insert(b"user:42", b"Ada")?;
+//! assert_eq!(db.get(b"user:42")?.as_deref(), Some(&b"Ada"[..]));
+//! assert!(db.remove(b"user:42")?);
+//! assert_eq!(db.get(b"user:42")?, None);
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Durability
+//!
+//! | mode | a write returns when | survives a process crash | survives a power cut |
+//! |------|----------------------|--------------------------|----------------------|
+//! | default (`sync_writes = false`) | the record is in memory | all but at most the last `flush_interval` (100 ms by default) of writes | the same |
+//! | `sync_writes = true` | an fdatasync covers the record (shared with concurrent writers) | every acknowledged write | every acknowledged write |
+//!
+//! In default mode what survives a crash is a prefix of the log, so of each
+//! writer's acknowledged operations. [`Db::sync`] makes everything so far
+//! durable on demand; [`Db::close`] and drop do it too.
+//!
+//! # Limits
+//! Keys up to [`MAX_KEY_BYTES`] (64 KiB), values up to [`MAX_VALUE_BYTES`]
+//! (64 MiB); empty keys and values are valid. Point operations only: there
+//! is no ordered scan.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod db;
+mod error;
+mod flusher;
+mod index;
+mod log;
+mod meta;
+mod options;
+mod record;
+mod recovery;
+mod storage;
+
+pub use db::Db;
+pub use error::{Error, Result};
+pub use options::Options;
+
+/// Largest key, in bytes (64 KiB).
+pub const MAX_KEY_BYTES: usize = 64 << 10;
+/// Largest value, in bytes (64 MiB), with the default 1 GiB segments.
+pub const MAX_VALUE_BYTES: usize = 64 << 20;
+/// On-disk format version written to the meta file and segment headers.
+pub const FORMAT_VERSION: u32 = 1;

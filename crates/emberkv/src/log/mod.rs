@@ -1,0 +1,449 @@
+//! The hybrid log: one address space of records whose tail lives in memory
+//! (the hot tier, a list of [`Page`]s) and whose older part lives in the
+//! segment files (the cold tail).
+//!
+//! Boundaries, all log addresses (bytes), in increasing order:
+//!
+//! ```text
+//!   first segment .. [cold: files only] .. head .. flushed .. tail
+//!                                        |  hot tier: pages in memory |
+//! ```
+//! - `tail`: one past the last published record. Records below it are
+//!   complete; it is advanced with a `Release` store after a record is
+//!   written.
+//! - `flushed`: everything below it has been written to the segment files
+//!   (maybe not yet fdatasynced).
+//! - `durable`: everything below it has been fdatasynced.
+//! - head: the start of the oldest resident page; pages are evicted from
+//!   memory once flushed and the hot tier is over its budget.
+//!
+//! A record never crosses a page or a segment: when it does not fit in the
+//! current page, the page's rest is filled with a pad record and the record
+//! starts a new page (a page larger than [`PAGE_BYTES`] when the record is);
+//! when the new page would cross a segment, it starts the next segment.
+//! After every record the room left in a page is either zero or at least a
+//! record header, so a pad always fits.
+
+mod page;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::record::{self, HEADER_BYTES, Header, Record};
+use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+pub(crate) use page::Page;
+
+/// log2 of the page size.
+pub(crate) const PAGE_BITS: u32 = 20;
+/// Size of a hot-tier page, in bytes (1 MiB).
+pub(crate) const PAGE_BYTES: usize = 1 << PAGE_BITS;
+/// Bytes read by one positioned read of a cold record before its length is
+/// known; longer records take a second read.
+const COLD_READ_BYTES: usize = 4096;
+
+fn page_floor(addr: u64) -> u64 {
+    addr & !(PAGE_BYTES as u64 - 1)
+}
+
+/// Whether a record of `len` bytes fits in `room` bytes of a page while
+/// leaving either no room or room for a pad.
+fn fits(room: u64, len: u64) -> bool {
+    len == room || len + HEADER_BYTES as u64 <= room
+}
+
+struct Appender {
+    /// Next free address (equal to the published tail between appends).
+    tail: u64,
+    page: Arc<Page>,
+    resident_bytes: usize,
+}
+
+struct FlushCursor {
+    /// The segment the flusher wrote to last and has not fdatasynced.
+    dirty_segment: Option<u64>,
+}
+
+/// The hybrid log.
+pub(crate) struct Log {
+    storage: Segments,
+    hot_bytes: usize,
+    appender: Mutex<Appender>,
+    /// Resident pages, ascending by address; replaced whole (copy on write)
+    /// by the appender, read lock-free by readers and the flusher.
+    pages: ArcSwap<Vec<Arc<Page>>>,
+    tail: AtomicU64,
+    flushed: AtomicU64,
+    durable: AtomicU64,
+    flush_cursor: Mutex<FlushCursor>,
+    /// Whether a group-commit leader is flushing; waiters sleep on `committed`.
+    commit_leader: Mutex<bool>,
+    committed: Condvar,
+    /// Set when a write or fdatasync failed: the log refuses further writes.
+    poisoned: AtomicBool,
+    /// Signalled whenever a page is sealed, so the flusher starts writing it.
+    pub(crate) page_sealed: Condvar,
+    pub(crate) page_sealed_lock: Mutex<()>,
+}
+
+impl Log {
+    /// A log whose records end at `tail`, all of it already durable.
+    pub(crate) fn new(storage: Segments, hot_bytes: usize, tail: u64) -> Log {
+        let seg_start = storage.segment_start(storage.segment_of(tail));
+        let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
+        let page = Arc::new(Page::new(page_floor(tail), tail, PAGE_BYTES));
+        Log {
+            storage,
+            hot_bytes,
+            appender: Mutex::new(Appender {
+                tail,
+                page: Arc::clone(&page),
+                resident_bytes: PAGE_BYTES,
+            }),
+            pages: ArcSwap::from_pointee(vec![page]),
+            tail: AtomicU64::new(tail),
+            flushed: AtomicU64::new(tail),
+            durable: AtomicU64::new(tail),
+            flush_cursor: Mutex::new(FlushCursor {
+                dirty_segment: None,
+            }),
+            commit_leader: Mutex::new(false),
+            committed: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+            page_sealed: Condvar::new(),
+            page_sealed_lock: Mutex::new(()),
+        }
+    }
+
+    /// One past the last published record.
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail.load(Ordering::Acquire)
+    }
+
+    /// Everything below this address is fdatasynced.
+    pub(crate) fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Largest record (header, key and value) this log can hold, in bytes:
+    /// a record must fit in one segment after its header and leave room for
+    /// a pad.
+    pub(crate) fn max_record_bytes(&self) -> usize {
+        (1usize << self.storage.segment_bits())
+            - SEGMENT_HEADER_BYTES as usize
+            - HEADER_BYTES
+    }
+
+    /// Appends a record and returns its log address. The caller holds the
+    /// index shard of `key`, so records of one key are appended in order.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when an earlier write failed; I/O errors when the
+    /// hot tier is full and flushing to make room fails.
+    pub(crate) fn append(&self, flags: u8, key: &[u8], value: &[u8]) -> Result<u64> {
+        let len = record::encoded_len(key.len(), value.len());
+        let crc = record::checksum(flags, key, value);
+        let mut a = self.appender.lock();
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let addr = self.reserve(&mut a, len as u64)?;
+        // SAFETY: we hold the append lock; `addr..addr + len` lies at or
+        // above the published tail, so no reader or flusher has seen it.
+        unsafe {
+            a.page.fill(addr, len, |dst| {
+                record::encode_with_checksum(dst, crc, flags, key, value)
+            })
+        };
+        a.tail = addr + len as u64;
+        self.tail.store(a.tail, Ordering::Release);
+        Ok(addr)
+    }
+
+    /// Finds room for `len` bytes, sealing the current page (and starting a
+    /// new one, or a new segment) when they do not fit.
+    fn reserve(&self, a: &mut Appender, len: u64) -> Result<u64> {
+        let room = a.page.end() - a.tail;
+        if fits(room, len) {
+            return Ok(a.tail);
+        }
+        if room > 0 {
+            // SAFETY: append lock held; the range is above the published tail.
+            unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
+            a.tail = a.page.end();
+            self.tail.store(a.tail, Ordering::Release);
+        }
+        let mut start = a.page.end();
+        let mut skip = if self.storage.segment_start(self.storage.segment_of(start)) == start {
+            SEGMENT_HEADER_BYTES
+        } else {
+            0
+        };
+        let page_len = |skip: u64| {
+            let need = skip + len;
+            let page = PAGE_BYTES as u64;
+            if need.is_multiple_of(page) {
+                need
+            } else {
+                (need + HEADER_BYTES as u64).next_multiple_of(page)
+            }
+        };
+        let mut bytes = page_len(skip);
+        let seg = self.storage.segment_of(start);
+        if self.storage.segment_of(start + bytes - 1) != seg {
+            start = self.storage.segment_start(seg + 1);
+            skip = SEGMENT_HEADER_BYTES;
+            bytes = page_len(skip);
+        }
+        if start + bytes >= crate::index::MAX_ADDRESS {
+            return Err(Error::Io(std::io::Error::other(
+                "log address space (2^48 bytes) exhausted",
+            )));
+        }
+        self.make_room(a, bytes as usize)?;
+        let page = Arc::new(Page::new(start, start + skip, bytes as usize));
+        let mut pages = Vec::clone(&self.pages.load());
+        pages.push(Arc::clone(&page));
+        self.pages.store(Arc::new(pages));
+        a.page = page;
+        a.tail = start + skip;
+        a.resident_bytes += bytes as usize;
+        self.page_sealed.notify_one();
+        Ok(a.tail)
+    }
+
+    /// Evicts flushed pages until `bytes` more fit in the hot tier, writing
+    /// pages out first when too few are flushed. One page may push the hot
+    /// tier past its budget when it alone is larger.
+    fn make_room(&self, a: &mut Appender, bytes: usize) -> Result<()> {
+        while a.resident_bytes + bytes > self.hot_bytes {
+            let pages = self.pages.load_full();
+            let Some(oldest) = pages.first().filter(|p| !Arc::ptr_eq(p, &a.page)) else {
+                return Ok(());
+            };
+            if oldest.end() > self.flushed.load(Ordering::Acquire) {
+                self.write_out()?;
+                continue;
+            }
+            a.resident_bytes -= oldest.len();
+            self.pages.store(Arc::new(pages[1..].to_vec()));
+        }
+        Ok(())
+    }
+
+    /// Writes every published byte not yet written to the segment files.
+    /// Returns the address written up to.
+    fn write_out(&self) -> Result<u64> {
+        let mut cursor = self.flush_cursor.lock();
+        let target = self.tail.load(Ordering::Acquire);
+        let from = self.flushed.load(Ordering::Acquire);
+        if from >= target {
+            return Ok(from);
+        }
+        let result = (|| {
+            let pages = self.pages.load();
+            for page in pages.iter() {
+                let lo = from.max(page.mem_start());
+                let hi = target.min(page.end());
+                if lo >= hi {
+                    continue;
+                }
+                let seg = self.storage.segment_of(lo);
+                if cursor.dirty_segment.is_some_and(|d| d != seg) {
+                    // Make a segment durable before writing the next one, so
+                    // that the surviving log is always a prefix.
+                    self.storage.sync(cursor.dirty_segment.take().expect("some"))?;
+                }
+                if cursor.dirty_segment.is_none() {
+                    self.storage.open_or_create(seg)?;
+                }
+                // SAFETY: `lo..hi` is below the `Acquire`-loaded tail, so it
+                // was fully written and is never written again.
+                let bytes = unsafe { page.read(lo, (hi - lo) as usize) };
+                self.storage.write_at(lo, bytes)?;
+                cursor.dirty_segment = Some(seg);
+            }
+            Ok(target)
+        })();
+        match result {
+            Ok(upto) => {
+                self.flushed.store(upto, Ordering::Release);
+                Ok(upto)
+            }
+            Err(e) => {
+                self.poisoned.store(true, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes out and fdatasyncs everything published so far.
+    fn write_and_sync(&self) -> Result<()> {
+        let upto = self.write_out()?;
+        let mut cursor = self.flush_cursor.lock();
+        if self.durable.load(Ordering::Acquire) >= upto {
+            return Ok(());
+        }
+        let upto = self.flushed.load(Ordering::Acquire);
+        if let Some(seg) = cursor.dirty_segment.take()
+            && let Err(e) = self.storage.sync(seg)
+        {
+            self.poisoned.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        self.durable.fetch_max(upto, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Returns once everything below `upto` is fdatasynced. Writers that
+    /// wait at the same moment share one fdatasync: the first becomes the
+    /// leader and syncs the whole published log; the others sleep until a
+    /// leader's sync covers them (group commit).
+    ///
+    /// # Errors
+    /// The leader's I/O error, or [`Error::Closed`] when the log is poisoned.
+    pub(crate) fn make_durable(&self, upto: u64) -> Result<()> {
+        let mut leader = self.commit_leader.lock();
+        loop {
+            if self.durable.load(Ordering::Acquire) >= upto {
+                return Ok(());
+            }
+            if self.poisoned.load(Ordering::Relaxed) {
+                return Err(Error::Closed);
+            }
+            if *leader {
+                self.committed.wait(&mut leader);
+                continue;
+            }
+            *leader = true;
+            drop(leader);
+            let result = self.write_and_sync();
+            leader = self.commit_leader.lock();
+            *leader = false;
+            self.committed.notify_all();
+            result?;
+        }
+    }
+
+    /// Reads the value of `key` from the record at `addr` into `out`.
+    /// Returns `None` when the record holds another key (a tag collision),
+    /// otherwise whether it is a live value (`false` for a tombstone).
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] when the record fails its checksum; I/O errors.
+    pub(crate) fn read_value(&self, addr: u64, key: &[u8], out: &mut Vec<u8>) -> Result<Option<bool>> {
+        let pages = self.pages.load();
+        if let Some(page) = resident(&pages, addr) {
+            // SAFETY: `addr` came from an index entry loaded with `Acquire`
+            // (or from the tail), so its whole record is published.
+            let record = unsafe { hot_record(page, addr)? };
+            if record.key != key {
+                return Ok(None);
+            }
+            out.clear();
+            out.extend_from_slice(record.value);
+            return Ok(Some(!record.header.is_tombstone()));
+        }
+        drop(pages);
+        let header = read_cold(&self.storage, addr, out)?;
+        let record = Record::verify(header, out, addr)?;
+        if record.key != key {
+            return Ok(None);
+        }
+        let live = !header.is_tombstone();
+        let start = HEADER_BYTES + header.key_len;
+        out.copy_within(start..start + header.value_len, 0);
+        out.truncate(header.value_len);
+        Ok(Some(live))
+    }
+
+    /// Calls `f` with the verified record at `addr`, reading it into
+    /// `scratch` when it is cold.
+    pub(crate) fn with_record<T>(
+        &self,
+        addr: u64,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&Record<'_>) -> T,
+    ) -> Result<T> {
+        let pages = self.pages.load();
+        if let Some(page) = resident(&pages, addr) {
+            // SAFETY: as in `read_value`: the record at `addr` is published.
+            let record = unsafe { hot_record(page, addr)? };
+            return Ok(f(&record));
+        }
+        drop(pages);
+        let header = read_cold(&self.storage, addr, scratch)?;
+        Ok(f(&Record::verify(header, scratch, addr)?))
+    }
+
+    /// Writes out and fdatasyncs everything, for `sync` and `close`.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        self.make_durable(self.tail())
+    }
+
+    /// Writes out sealed pages without syncing, so the hot tier keeps room;
+    /// called by the background flusher.
+    pub(crate) fn write_sealed(&self) -> Result<()> {
+        let sealed = self.appender.lock().page.start();
+        if self.flushed.load(Ordering::Acquire) < sealed {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+}
+
+/// The resident page holding `addr`, if any.
+fn resident(pages: &[Arc<Page>], addr: u64) -> Option<&Page> {
+    let i = pages.partition_point(|p| p.start() <= addr);
+    let page = pages.get(i.checked_sub(1)?)?;
+    page.holds(addr).then_some(&**page)
+}
+
+/// The verified record at `addr` in a resident page.
+///
+/// # Safety
+/// The record at `addr` is published (see [`Page::read`]).
+unsafe fn hot_record(page: &Page, addr: u64) -> Result<Record<'_>> {
+    // SAFETY: the caller guarantees the record is published; a header is
+    // the first part of it.
+    let head = unsafe { page.read(addr, page.available(addr, HEADER_BYTES)) };
+    let header = Header::parse(head, addr)?;
+    if header.is_pad() || page.available(addr, header.total_len()) < header.total_len() {
+        return Err(Error::corruption(addr, "hot record overruns its page"));
+    }
+    // SAFETY: as above, the whole record is published.
+    let bytes = unsafe { page.read(addr, header.total_len()) };
+    Record::verify(header, bytes, addr)
+}
+
+/// Reads the whole record at cold address `addr` into `buf` (one
+/// positioned read when it is at most [`COLD_READ_BYTES`]) and returns its
+/// header; the checksum is left to [`Record::verify`].
+///
+/// # Errors
+/// [`Error::Corruption`] when the header is invalid, names a pad, or the
+/// record runs past the end of its segment file.
+pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Result<Header> {
+    buf.resize(COLD_READ_BYTES, 0);
+    let n = storage.read_at(addr, buf)?;
+    if n < HEADER_BYTES {
+        return Err(Error::corruption(addr, "record header past end of segment"));
+    }
+    let header = Header::parse(buf, addr)?;
+    if header.is_pad() {
+        return Err(Error::corruption(addr, "index points at a pad record"));
+    }
+    let total = header.total_len();
+    if total > n {
+        buf.resize(total, 0);
+        let more = storage.read_at(addr + n as u64, &mut buf[n..])?;
+        if n + more < total {
+            return Err(Error::corruption(addr, "record past end of segment"));
+        }
+    }
+    buf.truncate(total);
+    Ok(header)
+}

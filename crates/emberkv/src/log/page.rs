@@ -1,0 +1,180 @@
+//! A page of the hot tier: a fixed buffer that records are appended to
+//! while other threads read the records already published in it.
+//!
+//! This is the crate's one `unsafe` module. The invariant that makes it
+//! sound: a byte range of a page is written once, by the appender (which
+//! holds the log's append lock, so writers never overlap), and only *after*
+//! that write is its address published (a `Release` store of the log tail or
+//! of an index entry). Readers and the flusher only read ranges they learnt
+//! of through an `Acquire` load of such a publication, and a published range
+//! is never written again. Reads and writes therefore never touch the same
+//! byte concurrently, which is what the `UnsafeCell` bytes allow.
+
+use std::cell::UnsafeCell;
+
+/// A page of the hot tier covering log addresses `start..start + len()`.
+pub(crate) struct Page {
+    start: u64,
+    /// The first address whose bytes live in this page (bytes before it in
+    /// the page are a segment header or were recovered from the file).
+    mem_start: u64,
+    bytes: Box<[UnsafeCell<u8>]>,
+}
+
+// SAFETY: the bytes are only mutated through `write`, whose contract (one
+// writer at a time, on a range no reader has been told about) rules out data
+// races; everything else in a `Page` is immutable.
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// A zeroed page of `len` bytes starting at log address `start`, whose
+    /// first live byte is `mem_start`.
+    pub(crate) fn new(start: u64, mem_start: u64, len: usize) -> Page {
+        debug_assert!(mem_start >= start && mem_start <= start + len as u64);
+        let bytes: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        // SAFETY: `UnsafeCell<u8>` has the same layout as `u8`
+        // (`#[repr(transparent)]`), so a boxed slice of one is a boxed slice
+        // of the other with the same length and allocation.
+        let bytes = unsafe { Box::from_raw(Box::into_raw(bytes) as *mut [UnsafeCell<u8>]) };
+        Page {
+            start,
+            mem_start,
+            bytes,
+        }
+    }
+
+    /// The log address of the page's first byte.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The first log address whose bytes are held by this page.
+    pub(crate) fn mem_start(&self) -> u64 {
+        self.mem_start
+    }
+
+    /// The log address one past the page's last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    /// Size of the page's buffer, in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether log address `addr` lies in memory in this page.
+    pub(crate) fn holds(&self, addr: u64) -> bool {
+        addr >= self.mem_start && addr < self.end()
+    }
+
+    /// Encodes into the page at `addr` by handing `f` a mutable view of
+    /// `len` bytes there.
+    ///
+    /// # Safety
+    /// The caller holds the log's append lock (no other `fill` runs), and
+    /// no address inside `addr..addr + len` has been published to any reader
+    /// yet.
+    ///
+    /// # Panics
+    /// If the range is not inside the page.
+    pub(crate) unsafe fn fill(&self, addr: u64, len: usize, f: impl FnOnce(&mut [u8])) {
+        let off = self.offset(addr, len);
+        let base = self.bytes.as_ptr() as *mut u8;
+        // SAFETY: in bounds (checked by `offset`); the caller guarantees the
+        // range is neither read nor written by anyone else while `f` runs, so
+        // this `&mut` is unique.
+        let dst = unsafe { std::slice::from_raw_parts_mut(base.add(off), len) };
+        f(dst);
+    }
+
+    /// The `len` bytes at log address `addr`.
+    ///
+    /// # Safety
+    /// The range was published to the caller (an `Acquire` load of the log
+    /// tail or an index entry that covers it), so it is fully written and
+    /// will not be written again.
+    ///
+    /// # Panics
+    /// If the range is not inside the page.
+    pub(crate) unsafe fn read(&self, addr: u64, len: usize) -> &[u8] {
+        let off = self.offset(addr, len);
+        let base = self.bytes.as_ptr() as *const u8;
+        // SAFETY: in bounds (checked by `offset`); by the caller's contract
+        // no write to this range happens while the borrow lives.
+        unsafe { std::slice::from_raw_parts(base.add(off), len) }
+    }
+
+    /// Bytes from `addr` to the end of the page, clamped to `len`.
+    pub(crate) fn available(&self, addr: u64, len: usize) -> usize {
+        len.min((self.end() - addr) as usize)
+    }
+
+    fn offset(&self, addr: u64, len: usize) -> usize {
+        assert!(
+            addr >= self.start && addr + len as u64 <= self.end(),
+            "range {addr}+{len} outside page {}..{}",
+            self.start,
+            self.end()
+        );
+        (addr - self.start) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Run under Miri: `cargo +nightly miri test -p emberkv log::page`.
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn write_then_read() {
+        let page = Page::new(4096, 4096 + 64, 256);
+        assert_eq!((page.start(), page.end(), page.len()), (4096, 4352, 256));
+        assert!(page.holds(4160) && !page.holds(4100) && !page.holds(4352));
+        // SAFETY: single thread; nothing published yet.
+        unsafe { page.fill(4160, 5, |b| b.copy_from_slice(b"hello")) };
+        // SAFETY: written above, never written again.
+        assert_eq!(unsafe { page.read(4160, 5) }, b"hello");
+        // SAFETY: single thread, range never read before.
+        unsafe { page.fill(4200, 3, |b| b.copy_from_slice(b"abc")) };
+        // SAFETY: written above.
+        assert_eq!(unsafe { page.read(4200, 3) }, b"abc");
+        assert_eq!(page.available(4300, 100), 52);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside page")]
+    fn out_of_bounds_read_panics_instead_of_reading_wild() {
+        let page = Page::new(0, 0, 16);
+        // SAFETY: the bounds check fires before any memory access.
+        let _ = unsafe { page.read(10, 10) };
+    }
+
+    #[test]
+    fn concurrent_readers_of_published_ranges() {
+        let page = Arc::new(Page::new(0, 0, 1024));
+        let published = Arc::new(AtomicU64::new(0));
+        let reader = {
+            let (page, published) = (Arc::clone(&page), Arc::clone(&published));
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while seen < 64 {
+                    let upto = published.load(Ordering::Acquire);
+                    for addr in seen..upto {
+                        // SAFETY: below the Acquire-loaded publication mark.
+                        assert_eq!(unsafe { page.read(addr * 8, 8) }, [addr as u8; 8]);
+                    }
+                    seen = upto;
+                }
+            })
+        };
+        for i in 0..64u64 {
+            // SAFETY: one writer; the range is above the publication mark.
+            unsafe { page.fill(i * 8, 8, |b| b.fill(i as u8)) };
+            published.store(i + 1, Ordering::Release);
+        }
+        reader.join().unwrap();
+    }
+}

@@ -1,0 +1,149 @@
+//! The store's directory: its lock file and its meta file.
+//!
+//! `emberkv.meta` is written once, when the store is created (to a temporary
+//! name, fsynced, renamed, and the directory fsynced), and holds 64 bytes:
+//!
+//! | offset | size | field                                      |
+//! |-------:|-----:|--------------------------------------------|
+//! | 0      | 8    | magic `EMBERKV\0`                          |
+//! | 8      | 4    | format version                             |
+//! | 12     | 4    | log2 of the segment size                   |
+//! | 16     | 8    | hash seed (random per store)               |
+//! | 24     | 8    | store id (random per store)                |
+//! | 32     | 28   | reserved, zero                             |
+//! | 60     | 4    | CRC32C of bytes 0..60                      |
+//!
+//! `LOCK` is held with an exclusive `flock` for as long as a [`crate::Db`]
+//! is open, so a second open from this or another process fails with
+//! [`Error::Locked`].
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+const META_FILE: &str = "emberkv.meta";
+const META_TMP: &str = "emberkv.meta.tmp";
+const LOCK_FILE: &str = "LOCK";
+const META_MAGIC: &[u8; 8] = b"EMBERKV\0";
+const META_BYTES: usize = 64;
+
+/// What the meta file records about a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub segment_bits: u32,
+    pub hash_seed: u64,
+    pub store_id: u64,
+}
+
+impl Meta {
+    fn encode(&self) -> [u8; META_BYTES] {
+        let mut b = [0u8; META_BYTES];
+        b[0..8].copy_from_slice(META_MAGIC);
+        b[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
+        b[16..24].copy_from_slice(&self.hash_seed.to_le_bytes());
+        b[24..32].copy_from_slice(&self.store_id.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Result<Meta> {
+        let bad = |reason: &str| Err(Error::corruption(0, format!("{META_FILE}: {reason}")));
+        if b.len() != META_BYTES {
+            return bad("wrong length");
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if &b[0..8] != META_MAGIC {
+            return bad("bad magic");
+        }
+        if crc32c::crc32c(&b[..60]) != u32_at(60) {
+            return bad("checksum mismatch");
+        }
+        if u32_at(8) != crate::FORMAT_VERSION {
+            return Err(Error::IncompatibleFormat {
+                found: u32_at(8),
+                expected: crate::FORMAT_VERSION,
+            });
+        }
+        let segment_bits = u32_at(12);
+        if !(20..=32).contains(&segment_bits) {
+            return bad("segment size out of range");
+        }
+        Ok(Meta {
+            segment_bits,
+            hash_seed: u64_at(16),
+            store_id: u64_at(24),
+        })
+    }
+}
+
+/// Takes the store's exclusive lock, creating the directory if needed.
+///
+/// # Errors
+/// [`Error::Locked`] when another handle holds it.
+pub(crate) fn lock(dir: &Path) -> Result<File> {
+    fs::create_dir_all(dir)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// Reads the store's meta file, or creates it with `segment_bits` and fresh
+/// random seeds when the store is new. Call with the lock held.
+pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
+    match fs::read(dir.join(META_FILE)) {
+        Ok(bytes) => Meta::decode(&bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut seeds = [0u8; 16];
+            getrandom::fill(&mut seeds).map_err(|e| Error::Io(std::io::Error::other(e)))?;
+            let meta = Meta {
+                segment_bits,
+                hash_seed: u64::from_le_bytes(seeds[..8].try_into().expect("8 bytes")),
+                store_id: u64::from_le_bytes(seeds[8..].try_into().expect("8 bytes")),
+            };
+            let tmp = dir.join(META_TMP);
+            let mut f = File::create(&tmp)?;
+            f.write_all(&meta.encode())?;
+            f.sync_all()?;
+            fs::rename(&tmp, dir.join(META_FILE))?;
+            crate::storage::sync_dir(dir)?;
+            Ok(meta)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_roundtrip_and_damage() {
+        let m = Meta {
+            segment_bits: 30,
+            hash_seed: 7,
+            store_id: 9,
+        };
+        let b = m.encode();
+        assert_eq!(Meta::decode(&b).unwrap(), m);
+        for i in 0..META_BYTES {
+            let mut bad = b;
+            bad[i] ^= 0x10;
+            assert!(Meta::decode(&bad).is_err(), "flip at {i} accepted");
+        }
+        assert!(Meta::decode(&b[..10]).is_err());
+    }
+}

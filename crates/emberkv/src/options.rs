@@ -1,0 +1,120 @@
+//! Options for [`crate::Db::open`].
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How a store is opened. `Options::default()` is valid; every field is
+/// public and each setter below documents its default.
+///
+/// ```
+/// use std::time::Duration;
+/// let opts = emberkv::Options::default()
+///     .key_capacity(1_000_000)
+///     .sync_writes(true)
+///     .flush_interval(Duration::from_millis(50));
+/// assert!(opts.sync_writes);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Options {
+    /// Expected number of distinct keys; sizes the hash index up front so
+    /// that it does not grow below this count. Default 65,536.
+    pub key_capacity: usize,
+    /// Memory for the hot tier (the in-memory tail of the log), in bytes.
+    /// Writers wait for the flusher when this much is unflushed. Default
+    /// 64 MiB; at least 4 pages (4 MiB).
+    pub hot_bytes: usize,
+    /// When `true`, a write returns only after an fdatasync that covers it
+    /// (writers waiting at the same moment share one fdatasync). When
+    /// `false` (the default), a write returns once it is in memory and the
+    /// background flusher makes it durable within `flush_interval`.
+    pub sync_writes: bool,
+    /// The background group-commit window: the flusher writes and
+    /// fdatasyncs everything appended at least this often. Default 100 ms;
+    /// between 1 ms and 1 s.
+    pub flush_interval: Duration,
+    /// Size of one segment file, in bytes: a power of two between 1 MiB and
+    /// 4 GiB, fixed when the store is created (reopening with another value
+    /// is ignored: the store's own geometry wins). Default 1 GiB. A record
+    /// never crosses a segment, so a value must fit in one.
+    pub segment_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            key_capacity: 1 << 16,
+            hot_bytes: 64 << 20,
+            sync_writes: false,
+            flush_interval: Duration::from_millis(100),
+            segment_bytes: 1 << 30,
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::key_capacity`] (default 65,536 keys).
+    #[must_use]
+    pub fn key_capacity(mut self, keys: usize) -> Self {
+        self.key_capacity = keys;
+        self
+    }
+
+    /// Sets [`Options::hot_bytes`] (default 64 MiB).
+    #[must_use]
+    pub fn hot_bytes(mut self, bytes: usize) -> Self {
+        self.hot_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Options::sync_writes`] (default `false`).
+    #[must_use]
+    pub fn sync_writes(mut self, on: bool) -> Self {
+        self.sync_writes = on;
+        self
+    }
+
+    /// Sets [`Options::flush_interval`] (default 100 ms).
+    #[must_use]
+    pub fn flush_interval(mut self, window: Duration) -> Self {
+        self.flush_interval = window;
+        self
+    }
+
+    /// Sets [`Options::segment_bytes`] (default 1 GiB).
+    #[must_use]
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidOptions(msg));
+        if self.hot_bytes < 4 * crate::log::PAGE_BYTES {
+            return bad(format!(
+                "hot_bytes = {} is below the minimum of {} bytes (4 pages)",
+                self.hot_bytes,
+                4 * crate::log::PAGE_BYTES
+            ));
+        }
+        if self.flush_interval < Duration::from_millis(1)
+            || self.flush_interval > Duration::from_secs(1)
+        {
+            return bad(format!(
+                "flush_interval = {:?} is outside 1 ms ..= 1 s",
+                self.flush_interval
+            ));
+        }
+        let seg = self.segment_bytes;
+        if !seg.is_power_of_two() || seg < crate::log::PAGE_BYTES as u64 || seg > 1 << 32 {
+            return bad(format!(
+                "segment_bytes = {seg} is not a power of two between 1 MiB and 4 GiB"
+            ));
+        }
+        if self.key_capacity > 1 << 34 {
+            return bad(format!("key_capacity = {} is above 2^34", self.key_capacity));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! The files behind the log: one segment file per `segment_bytes` of log
+//! address space, read and written by offset.
+//!
+//! A segment file is named by its segment number (`{:012}.seg`) and starts
+//! with a 64-byte header:
+//!
+//! | offset | size | field                                   |
+//! |-------:|-----:|-----------------------------------------|
+//! | 0      | 8    | magic `EMBERSEG`                        |
+//! | 8      | 4    | format version                          |
+//! | 12     | 4    | log2 of the segment size                |
+//! | 16     | 8    | segment number                          |
+//! | 24     | 8    | store id (from the store's meta file)   |
+//! | 32     | 28   | reserved, zero                          |
+//! | 60     | 4    | CRC32C of bytes 0..60                   |
+//!
+//! The byte at file offset `o` of segment `s` holds log address
+//! `s << segment_bits | o`.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::{Error, Result};
+
+/// Size of a segment file's header, in bytes.
+pub(crate) const SEGMENT_HEADER_BYTES: u64 = 64;
+const SEGMENT_MAGIC: &[u8; 8] = b"EMBERSEG";
+const SEGMENT_SUFFIX: &str = ".seg";
+
+/// The segment files of one store.
+pub(crate) struct Segments {
+    dir: PathBuf,
+    segment_bits: u32,
+    store_id: u64,
+    files: RwLock<BTreeMap<u64, Arc<File>>>,
+}
+
+impl Segments {
+    pub(crate) fn new(dir: &Path, segment_bits: u32, store_id: u64) -> Segments {
+        Segments {
+            dir: dir.to_path_buf(),
+            segment_bits,
+            store_id,
+            files: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// log2 of the segment size.
+    pub(crate) fn segment_bits(&self) -> u32 {
+        self.segment_bits
+    }
+
+    /// The segment number holding log address `addr`.
+    pub(crate) fn segment_of(&self, addr: u64) -> u64 {
+        addr >> self.segment_bits
+    }
+
+    /// The log address of segment `seg`'s first byte.
+    pub(crate) fn segment_start(&self, seg: u64) -> u64 {
+        seg << self.segment_bits
+    }
+
+    fn offset_in_segment(&self, addr: u64) -> u64 {
+        addr & ((1 << self.segment_bits) - 1)
+    }
+
+    fn path(&self, seg: u64) -> PathBuf {
+        self.dir.join(format!("{seg:012}{SEGMENT_SUFFIX}"))
+    }
+
+    /// Segment numbers of the segment files in the directory, ascending.
+    pub(crate) fn list(&self) -> Result<Vec<u64>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(num) = name.strip_suffix(SEGMENT_SUFFIX)
+                && num.len() == 12
+                && let Ok(seg) = num.parse::<u64>()
+            {
+                found.push(seg);
+            }
+        }
+        found.sort_unstable();
+        Ok(found)
+    }
+
+    /// Opens an existing segment file for reading and writing.
+    pub(crate) fn open(&self, seg: u64) -> Result<Arc<File>> {
+        if let Some(f) = self.files.read().get(&seg) {
+            return Ok(Arc::clone(f));
+        }
+        let file = Arc::new(OpenOptions::new().read(true).write(true).open(self.path(seg))?);
+        self.files.write().insert(seg, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Creates segment `seg` (or resets a file holding less than a header)
+    /// with a fresh header, and makes the file and its directory entry
+    /// durable.
+    pub(crate) fn create(&self, seg: u64) -> Result<Arc<File>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.path(seg))?;
+        if file.metadata()?.len() > SEGMENT_HEADER_BYTES {
+            return Err(Error::corruption(
+                self.segment_start(seg),
+                "segment file to be created already holds records",
+            ));
+        }
+        file.set_len(0)?;
+        file.write_all_at(&self.header(seg), 0)?;
+        file.sync_all()?;
+        sync_dir(&self.dir)?;
+        let file = Arc::new(file);
+        self.files.write().insert(seg, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Opens segment `seg`, creating it if it does not exist yet.
+    pub(crate) fn open_or_create(&self, seg: u64) -> Result<Arc<File>> {
+        match self.open(seg) {
+            Ok(f) => Ok(f),
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => self.create(seg),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn header(&self, seg: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+        let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
+        h[0..8].copy_from_slice(SEGMENT_MAGIC);
+        h[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
+        h[16..24].copy_from_slice(&seg.to_le_bytes());
+        h[24..32].copy_from_slice(&self.store_id.to_le_bytes());
+        let crc = crc32c::crc32c(&h[..60]);
+        h[60..64].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    /// Checks the header of segment `seg` read from `bytes`.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming the segment's first address when the
+    /// header does not belong to this segment of this store.
+    pub(crate) fn check_header(&self, seg: u64, bytes: &[u8]) -> Result<()> {
+        let at = self.segment_start(seg);
+        if bytes.len() < SEGMENT_HEADER_BYTES as usize {
+            return Err(Error::corruption(at, "segment header truncated"));
+        }
+        if bytes[..64] != self.header(seg) {
+            let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+            let crc_ok = crc32c::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
+            if crc_ok && &bytes[..8] == SEGMENT_MAGIC && version != crate::FORMAT_VERSION {
+                return Err(Error::IncompatibleFormat {
+                    found: version,
+                    expected: crate::FORMAT_VERSION,
+                });
+            }
+            return Err(Error::corruption(
+                at,
+                "segment header is damaged or belongs to another store",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf` from log address `addr`; returns the bytes read,
+    /// fewer than `buf.len()` only at the end of the segment file.
+    pub(crate) fn read_at(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
+        let file = self.open(self.segment_of(addr))?;
+        let mut off = self.offset_in_segment(addr);
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], off) {
+                Ok(0) => break,
+                Ok(n) => {
+                    done += n;
+                    off += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes `bytes` at log address `addr` (the segment must exist).
+    pub(crate) fn write_at(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        let file = self.open(self.segment_of(addr))?;
+        file.write_all_at(bytes, self.offset_in_segment(addr))?;
+        Ok(())
+    }
+
+    /// fdatasyncs segment `seg`.
+    pub(crate) fn sync(&self, seg: u64) -> Result<()> {
+        self.open(seg)?.sync_data()?;
+        Ok(())
+    }
+
+    /// Length of segment `seg`'s file, in bytes.
+    pub(crate) fn file_len(&self, seg: u64) -> Result<u64> {
+        Ok(self.open(seg)?.metadata()?.len())
+    }
+
+    /// Cuts segment `seg` at log address `addr` (dropping a torn tail) and
+    /// makes the cut durable.
+    pub(crate) fn truncate(&self, seg: u64, addr: u64) -> Result<()> {
+        let file = self.open(seg)?;
+        file.set_len(self.offset_in_segment(addr))?;
+        file.sync_all()?;
+        Ok(())
+    }
+}
+
+/// fsyncs a directory, making the creation or renaming of its entries
+/// durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
