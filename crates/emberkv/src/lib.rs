@@ -63,3 +63,8 @@ pub const MAX_KEY_BYTES: usize = 64 << 10;
 pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// On-disk format version written to the meta file and segment headers.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Compiles and runs the Rust examples of the repository's README.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
