@@ -256,10 +256,15 @@ mod tests {
     #[test]
     fn keys_sharing_hash_tag_and_slot_stay_apart_across_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || Db::open_with(dir.path(), Options::default(), |s| KeyHasher::colliding(s, 0));
+        let open = || {
+            Db::open_with(dir.path(), Options::default(), |s| {
+                KeyHasher::colliding(s, 0)
+            })
+        };
         let db = open().unwrap();
         for i in 0..50u32 {
-            db.insert(format!("key{i}").as_bytes(), &i.to_le_bytes()).unwrap();
+            db.insert(format!("key{i}").as_bytes(), &i.to_le_bytes())
+                .unwrap();
         }
         assert!(db.remove(b"key7").unwrap());
         db.insert(b"key8", b"eight").unwrap();

@@ -84,7 +84,9 @@ const fn max_used(slots: usize) -> usize {
 
 /// Slots per shard for `keys` expected keys: at most 3/4 full at capacity.
 fn slots_for(keys: usize) -> usize {
-    (keys.div_ceil(SHARDS) * 4 / 3).next_power_of_two().max(MIN_SLOTS)
+    (keys.div_ceil(SHARDS) * 4 / 3)
+        .next_power_of_two()
+        .max(MIN_SLOTS)
 }
 
 fn shard_of(hash: u64) -> usize {
@@ -346,7 +348,10 @@ mod tests {
         fn remove(&self, index: &Index, key: &[u8], hash: u64) -> bool {
             let mut w = index.writer(hash);
             let slot = w
-                .slot(|a| Ok(self.records[&a].0 == key), |a| Ok(self.records[&a].1))
+                .slot(
+                    |a| Ok(self.records[&a].0 == key),
+                    |a| Ok(self.records[&a].1),
+                )
                 .unwrap();
             w.clear(slot);
             matches!(slot, Slot::Occupied { .. })

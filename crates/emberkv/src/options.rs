@@ -113,7 +113,10 @@ impl Options {
             ));
         }
         if self.key_capacity > 1 << 34 {
-            return bad(format!("key_capacity = {} is above 2^34", self.key_capacity));
+            return bad(format!(
+                "key_capacity = {} is above 2^34",
+                self.key_capacity
+            ));
         }
         Ok(())
     }

@@ -90,7 +90,9 @@ pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> R
         };
         match checked {
             Ok(()) => {}
-            Err(Error::Corruption { .. }) if seg == newest && end <= start + SEGMENT_HEADER_BYTES => {
+            Err(Error::Corruption { .. })
+                if seg == newest && end <= start + SEGMENT_HEADER_BYTES =>
+            {
                 storage.create(seg)?;
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }

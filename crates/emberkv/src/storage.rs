@@ -96,7 +96,12 @@ impl Segments {
         if let Some(f) = self.files.read().get(&seg) {
             return Ok(Arc::clone(f));
         }
-        let file = Arc::new(OpenOptions::new().read(true).write(true).open(self.path(seg))?);
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.path(seg))?,
+        );
         self.files.write().insert(seg, Arc::clone(&file));
         Ok(file)
     }

@@ -59,7 +59,10 @@ fn oversize_key_and_value_are_rejected_and_write_nothing() -> TestResult {
         db.insert(&too_long_key, b"v"),
         Err(Error::KeyTooLarge { len, max }) if len == MAX_KEY_BYTES + 1 && max == MAX_KEY_BYTES
     ));
-    assert!(matches!(db.remove(&too_long_key), Err(Error::KeyTooLarge { .. })));
+    assert!(matches!(
+        db.remove(&too_long_key),
+        Err(Error::KeyTooLarge { .. })
+    ));
     let too_long_value = vec![0u8; MAX_VALUE_BYTES + 1];
     assert!(matches!(
         db.insert(b"k", &too_long_value),
@@ -80,7 +83,9 @@ fn small_segments_bound_the_value_size() -> TestResult {
     let db = Db::open(dir.path(), Options::default().segment_bytes(1 << 20))?;
     let err = db.insert(b"k", &vec![0u8; 1 << 20]).unwrap_err();
     assert!(matches!(err, Error::ValueTooLarge { max, .. } if max < 1 << 20));
-    let Error::ValueTooLarge { max, .. } = err else { unreachable!() };
+    let Error::ValueTooLarge { max, .. } = err else {
+        unreachable!()
+    };
     db.insert(b"k", &vec![3u8; max])?;
     assert_eq!(db.get(b"k")?.map(|v| v.len()), Some(max));
     Ok(())
@@ -154,11 +159,13 @@ fn invalid_options_are_errors() -> TestResult {
 #[test]
 fn data_outgrowing_the_hot_tier_is_read_back_from_segments() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let opts = Options::default()
-        .hot_bytes(4 << 20)
-        .segment_bytes(2 << 20);
+    let opts = Options::default().hot_bytes(4 << 20).segment_bytes(2 << 20);
     let db = open_with(dir.path(), opts.clone())?;
-    let value = |i: u32| format!("{i:08}").repeat(1 + (i % 100) as usize).into_bytes();
+    let value = |i: u32| {
+        format!("{i:08}")
+            .repeat(1 + (i % 100) as usize)
+            .into_bytes()
+    };
     for i in 0..20_000u32 {
         db.insert(&i.to_be_bytes(), &value(i))?;
     }
@@ -179,7 +186,10 @@ fn data_outgrowing_the_hot_tier_is_read_back_from_segments() -> TestResult {
     check(&db)?;
     assert_eq!(db.len(), 20_000 - 6_667);
     let segments = std::fs::read_dir(dir.path())?
-        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "seg")))
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "seg"))
+        })
         .count();
     assert!(segments > 3, "expected several segments, found {segments}");
     Ok(())

@@ -132,9 +132,7 @@ impl Log {
     /// a record must fit in one segment after its header and leave room for
     /// a pad.
     pub(crate) fn max_record_bytes(&self) -> usize {
-        (1usize << self.storage.segment_bits())
-            - SEGMENT_HEADER_BYTES as usize
-            - HEADER_BYTES
+        (1usize << self.storage.segment_bits()) - SEGMENT_HEADER_BYTES as usize - HEADER_BYTES
     }
 
     /// Appends a record and returns its log address. The caller holds the
@@ -255,7 +253,8 @@ impl Log {
                 if cursor.dirty_segment.is_some_and(|d| d != seg) {
                     // Make a segment durable before writing the next one, so
                     // that the surviving log is always a prefix.
-                    self.storage.sync(cursor.dirty_segment.take().expect("some"))?;
+                    self.storage
+                        .sync(cursor.dirty_segment.take().expect("some"))?;
                 }
                 if cursor.dirty_segment.is_none() {
                     self.storage.open_or_create(seg)?;
@@ -334,7 +333,12 @@ impl Log {
     ///
     /// # Errors
     /// [`Error::Corruption`] when the record fails its checksum; I/O errors.
-    pub(crate) fn read_value(&self, addr: u64, key: &[u8], out: &mut Vec<u8>) -> Result<Option<bool>> {
+    pub(crate) fn read_value(
+        &self,
+        addr: u64,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
         let pages = self.pages.load();
         if let Some(page) = resident(&pages, addr) {
             // SAFETY: `addr` came from an index entry loaded with `Acquire`
