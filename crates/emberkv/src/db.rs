@@ -1,19 +1,24 @@
 //! [`Db`]: the public face of the store.
 
+use std::borrow::Cow;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
-use crate::index::{Index, KeyHasher, Slot};
-use crate::log::Log;
+use crate::index::{Index, KeyHasher, ShardWriter, Slot, shard_of};
+use crate::iter::Iter;
+use crate::log::{Found, Log};
 use crate::options::Options;
-use crate::record::{FLAG_TOMBSTONE, HEADER_BYTES};
+use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES};
+use crate::stats::Stats;
 use crate::storage::Segments;
-use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, meta, recovery};
+use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 
 /// An open emberkv store: a hash index in memory over a log on disk.
 ///
@@ -24,6 +29,7 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, meta, recovery};
 /// Dropping a `Db` flushes and fdatasyncs everything and releases the
 /// store's lock; call [`Db::close`] instead to see an error.
 pub struct Db {
+    dir: PathBuf,
     index: Index,
     log: Arc<Log>,
     hasher: KeyHasher,
@@ -37,6 +43,38 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Db>();
 };
+
+/// What a write does to its key, decided from the key's current value.
+enum Action<'a> {
+    /// Leave the key as it is.
+    Keep,
+    /// Store this value with this expiry (Unix ms).
+    Put {
+        value: Cow<'a, [u8]>,
+        expires_at: Option<u64>,
+    },
+    /// Remove the key.
+    Remove,
+}
+
+/// A key's live value, as a write found it under the shard lock.
+struct Old {
+    value: Vec<u8>,
+    expires_at: Option<u64>,
+}
+
+/// The record a key's index entry points at, as a write found it.
+struct Current {
+    record_bytes: u64,
+    logical_bytes: u64,
+    expires_at: Option<u64>,
+}
+
+impl Current {
+    fn is_live(&self) -> bool {
+        self.expires_at.is_none_or(|at| at > clock::now_ms())
+    }
+}
 
 impl Db {
     /// Opens the store in directory `path`, creating it if missing, and
@@ -70,6 +108,7 @@ impl Db {
         let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         Ok(Db {
+            dir: dir.to_path_buf(),
             index,
             log,
             hasher,
@@ -79,7 +118,8 @@ impl Db {
         })
     }
 
-    /// Inserts `value` under `key`, replacing any previous value.
+    /// Inserts `value` under `key`, replacing any previous value and
+    /// clearing any expiry.
     ///
     /// With `sync_writes` it returns after an fdatasync covering the record;
     /// otherwise once the record is in the hot tier (durable within the
@@ -91,53 +131,310 @@ impl Db {
     /// written then. [`Error::Closed`] after a failed write or fdatasync;
     /// [`Error::Io`].
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_sizes(key, value)?;
-        self.write(key, value, 0)?;
-        Ok(())
+        self.put(key, value, None)
     }
 
-    /// Removes `key`; returns whether it was present. A present key gets a
-    /// tombstone record (durable as an insert is); an absent one writes
-    /// nothing.
+    /// Inserts `value` under `key` to expire `ttl` from now (resolution
+    /// 1 ms, wall clock; see [`Db::ttl`]). An expired key is never returned.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn insert_with_ttl(&self, key: &[u8], value: &[u8], ttl: Duration) -> Result<()> {
+        self.put(key, value, Some(clock::deadline(ttl)))
+    }
+
+    /// Inserts `value` under `key` to expire at `at` (already expired if
+    /// `at` is not in the future).
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn insert_with_expiry(&self, key: &[u8], value: &[u8], at: SystemTime) -> Result<()> {
+        self.put(key, value, Some(clock::to_ms(at)))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8], expires_at: Option<u64>) -> Result<()> {
+        self.check_sizes(key, value)?;
+        self.modify(key, false, |_| {
+            Ok((
+                Action::Put {
+                    value: Cow::Borrowed(value),
+                    expires_at,
+                },
+                (),
+            ))
+        })
+    }
+
+    /// Removes `key`; returns whether it was present (and not expired). A
+    /// present key gets a tombstone record, durable as an insert is.
     ///
     /// # Errors
     /// As for [`Db::insert`].
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         self.check_sizes(key, b"")?;
-        self.write(key, b"", FLAG_TOMBSTONE)
+        self.modify(key, false, |old| Ok((Action::Remove, old.is_some())))
     }
 
-    /// Appends a record for `key` and points the index at it (or removes
-    /// the key, for a tombstone). Returns whether the key was present.
-    fn write(&self, key: &[u8], value: &[u8], flags: u8) -> Result<bool> {
-        let hash = self.hasher.hash(key);
-        let mut scratch = Vec::new();
-        let end = {
-            let mut writer = self.index.writer(hash);
-            let slot = writer.slot(
-                |addr| self.log.with_record(addr, &mut scratch, |r| r.key == key),
-                |addr| {
-                    self.log
-                        .with_record(addr, &mut Vec::new(), |r| self.hasher.hash(r.key))
+    /// Atomically replaces the value of `key` with `f(current)`: `f` sees
+    /// the current value (`None` when absent) and returns the new one
+    /// (`None` removes the key). Returns the new value. The key's expiry, if
+    /// any, is kept. Concurrent updates of one key are serialised, so none
+    /// is lost.
+    ///
+    /// `f` runs exactly once, under the lock of the key's index shard: it
+    /// must not call into this `Db` (that could deadlock).
+    ///
+    /// # Errors
+    /// As for [`Db::insert`], for the value `f` returns (nothing is written
+    /// then).
+    pub fn update<F>(&self, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
+    where
+        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        self.check_sizes(key, b"")?;
+        self.modify(key, true, |old| {
+            let expires_at = old.as_ref().and_then(|o| o.expires_at);
+            Ok(match f(old.as_ref().map(|o| o.value.as_slice())) {
+                Some(new) => (
+                    Action::Put {
+                        value: Cow::Owned(new.clone()),
+                        expires_at,
+                    },
+                    Some(new),
+                ),
+                None => (Action::Remove, None),
+            })
+        })
+    }
+
+    /// Atomically sets `key` to `new` (`None` removes it) if its current
+    /// value equals `expected` (`None`: the key is absent). Returns whether
+    /// the swap happened. A swap clears any expiry.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        self.check_sizes(key, new.unwrap_or_default())?;
+        self.modify(key, true, |old| {
+            if old.as_ref().map(|o| o.value.as_slice()) != expected {
+                return Ok((Action::Keep, false));
+            }
+            Ok(match new {
+                Some(value) => (
+                    Action::Put {
+                        value: Cow::Borrowed(value),
+                        expires_at: None,
+                    },
+                    true,
+                ),
+                None => (Action::Remove, true),
+            })
+        })
+    }
+
+    /// Sets `key` to expire `ttl` from now; returns whether the key exists.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn expire(&self, key: &[u8], ttl: Duration) -> Result<bool> {
+        self.set_expiry(key, Some(clock::deadline(ttl)))
+    }
+
+    /// Sets `key` to expire at `at`; returns whether the key exists.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn expire_at(&self, key: &[u8], at: SystemTime) -> Result<bool> {
+        self.set_expiry(key, Some(clock::to_ms(at)))
+    }
+
+    /// Clears the expiry of `key`; returns whether it had one.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn persist(&self, key: &[u8]) -> Result<bool> {
+        self.check_sizes(key, b"")?;
+        self.modify(key, true, |old| match old {
+            Some(Old {
+                value,
+                expires_at: Some(_),
+            }) => Ok((
+                Action::Put {
+                    value: Cow::Owned(value),
+                    expires_at: None,
                 },
-            )?;
-            let present = matches!(slot, Slot::Occupied { .. });
-            if flags & FLAG_TOMBSTONE != 0 {
-                if !present {
-                    return Ok(false);
+                true,
+            )),
+            _ => Ok((Action::Keep, false)),
+        })
+    }
+
+    fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> Result<bool> {
+        self.check_sizes(key, b"")?;
+        self.modify(key, true, |old| match old {
+            Some(old) => Ok((
+                Action::Put {
+                    value: Cow::Owned(old.value),
+                    expires_at,
+                },
+                true,
+            )),
+            None => Ok((Action::Keep, false)),
+        })
+    }
+
+    /// The time `key` has left: `None` when the key is absent (or expired),
+    /// `Some(None)` when it has no expiry, `Some(Some(left))` otherwise.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn ttl(&self, key: &[u8]) -> Result<Option<Option<Duration>>> {
+        Ok(self
+            .expiry(key)?
+            .map(|at| at.map(|t| clock::remaining(clock::to_ms(t)))))
+    }
+
+    /// When `key` expires: `None` when absent (or expired), `Some(None)`
+    /// when it has no expiry.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn expiry(&self, key: &[u8]) -> Result<Option<Option<SystemTime>>> {
+        let mut scratch = Vec::new();
+        Ok(self
+            .lookup(key, &mut scratch)?
+            .map(|at| at.map(clock::to_system_time)))
+    }
+
+    /// Finds `key`, reading its value into `out`; returns its expiry when
+    /// live.
+    fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Option<u64>>> {
+        let hash = self.hasher.hash(key);
+        let mut now = None;
+        self.index
+            .find(hash, |addr| {
+                let now_ms = || *now.get_or_insert_with(clock::now_ms);
+                Ok(match self.log.read_value(addr, key, out, now_ms)? {
+                    Found::Other => None,
+                    Found::Dead => Some(None),
+                    Found::Live { expires_at } => Some(Some(expires_at)),
+                })
+            })
+            .map(Option::flatten)
+    }
+
+    /// The one write path: finds the key's record under its shard lock,
+    /// lets `decide` choose from the live value (read only when
+    /// `read_value`), then appends and updates the index.
+    fn modify<'a, R>(
+        &self,
+        key: &[u8],
+        read_value: bool,
+        decide: impl FnOnce(Option<Old>) -> Result<(Action<'a>, R)>,
+    ) -> Result<R> {
+        let hash = self.hasher.hash(key);
+        let durable_at;
+        let result;
+        {
+            let mut writer = self.index.writer(shard_of(hash));
+            let mut value = Vec::new();
+            let (slot, current) =
+                self.locate(&mut writer, hash, key, read_value.then_some(&mut value))?;
+            let live = current.as_ref().is_some_and(Current::is_live);
+            let old = live.then(|| Old {
+                value,
+                expires_at: current.as_ref().and_then(|c| c.expires_at),
+            });
+            let (action, r) = decide(old)?;
+            result = r;
+            let entry = match &action {
+                Action::Keep => return Ok(result),
+                Action::Remove if !live => {
+                    // Absent, or expired: an expired record is as good as a
+                    // tombstone, so nothing needs writing.
+                    if let Some(c) = &current {
+                        writer.clear(slot);
+                        writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+                    }
+                    return Ok(result);
                 }
-                self.log.append(flags, key, value)?;
+                Action::Remove => Entry {
+                    flags: FLAG_TOMBSTONE,
+                    expires_at: None,
+                    key,
+                    value: b"",
+                },
+                Action::Put { value, expires_at } => {
+                    self.check_sizes(key, value)?;
+                    Entry {
+                        flags: 0,
+                        expires_at: *expires_at,
+                        key,
+                        value,
+                    }
+                }
+            };
+            let addr = self.log.append(&entry)?;
+            if let Some(c) = &current {
+                writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+            }
+            if entry.flags & FLAG_TOMBSTONE != 0 {
                 writer.clear(slot);
             } else {
-                let addr = self.log.append(flags, key, value)?;
-                writer.set(slot, addr);
+                writer.set(hash, slot, addr);
+                writer.account(entry.len() as i64, (key.len() + entry.value.len()) as i64);
             }
-            (self.log.tail(), present)
-        };
-        if self.sync_writes {
-            self.log.make_durable(end.0)?;
+            durable_at = addr + entry.len() as u64;
         }
-        Ok(end.1)
+        if self.sync_writes {
+            self.log.make_durable(durable_at)?;
+        }
+        Ok(result)
+    }
+
+    /// Finds the slot of `key` in a locked shard and the record its entry
+    /// points at; copies that record's value into `value` when given.
+    fn locate(
+        &self,
+        writer: &mut ShardWriter<'_>,
+        hash: u64,
+        key: &[u8],
+        mut value: Option<&mut Vec<u8>>,
+    ) -> Result<(Slot, Option<Current>)> {
+        let mut current = None;
+        let mut scratch = Vec::new();
+        let slot = writer.slot(
+            hash,
+            |addr| {
+                self.log.with_record(addr, &mut scratch, |r| {
+                    if r.key != key {
+                        return false;
+                    }
+                    current = Some(Current {
+                        record_bytes: r.header.total_len() as u64,
+                        logical_bytes: (r.key.len() + r.value.len()) as u64,
+                        expires_at: r.expires_at,
+                    });
+                    if let Some(out) = value.as_deref_mut() {
+                        out.clear();
+                        out.extend_from_slice(r.value);
+                    }
+                    true
+                })
+            },
+            |addr| self.key_hash_at(addr),
+        )?;
+        Ok((slot, current))
+    }
+
+    fn key_hash_at(&self, addr: u64) -> Result<u64> {
+        self.log
+            .with_record(addr, &mut Vec::new(), |r| self.hasher.hash(r.key))
     }
 
     fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -147,12 +444,102 @@ impl Db {
                 max: MAX_KEY_BYTES,
             });
         }
-        let max = MAX_VALUE_BYTES.min(self.log.max_record_bytes() - HEADER_BYTES - key.len());
+        let room = self.log.max_record_bytes() - HEADER_BYTES - EXPIRY_BYTES - key.len();
+        let max = MAX_VALUE_BYTES.min(room);
         if value.len() > max {
             return Err(Error::ValueTooLarge {
                 len: value.len(),
                 max,
             });
+        }
+        Ok(())
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash either
+    /// all of them are in the store or none is. (Concurrent readers may see
+    /// the batch's keys change one by one while it is applied.) Later
+    /// operations on a key in the batch override earlier ones.
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`] / [`Error::ValueTooLarge`] for any operation,
+    /// and [`Error::BatchTooLarge`] when the batch's records do not fit in
+    /// one segment; nothing is written then. Otherwise as for
+    /// [`Db::insert`].
+    pub fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let ops = batch.last_per_key();
+        for op in &ops {
+            self.check_sizes(op.key(), op.value().unwrap_or_default())?;
+        }
+        let hashes: Vec<u64> = ops.iter().map(|op| self.hasher.hash(op.key())).collect();
+        let mut shards: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let mut writers: Vec<ShardWriter<'_>> =
+            shards.iter().map(|&s| self.index.writer(s)).collect();
+        let writer_of = |hash: u64| shards.binary_search(&shard_of(hash)).expect("locked");
+
+        // Phase 1: what each key holds now, and which records to write.
+        let mut plan = Vec::with_capacity(ops.len());
+        for (op, &hash) in ops.iter().zip(&hashes) {
+            let (_, current) = self.locate(&mut writers[writer_of(hash)], hash, op.key(), None)?;
+            let live = current.as_ref().is_some_and(Current::is_live);
+            let write = op.value().is_some() || live;
+            plan.push((current, write));
+        }
+        let mut entries: Vec<Entry<'_>> = ops
+            .iter()
+            .zip(&plan)
+            .filter(|(_, (_, write))| *write)
+            .map(|(op, _)| Entry {
+                flags: if op.value().is_some() {
+                    0
+                } else {
+                    FLAG_TOMBSTONE
+                } | FLAG_BATCH,
+                expires_at: None,
+                key: op.key(),
+                value: op.value().unwrap_or_default(),
+            })
+            .collect();
+        if let Some(last) = entries.last_mut() {
+            last.flags &= !FLAG_BATCH;
+        }
+        let total: usize = entries.iter().map(Entry::len).sum();
+        if total > self.log.max_record_bytes() {
+            return Err(Error::BatchTooLarge {
+                len: total,
+                max: self.log.max_record_bytes(),
+            });
+        }
+
+        // Phase 2: append the batch as one contiguous run of records.
+        let mut addrs = vec![0; entries.len()];
+        if !entries.is_empty() {
+            self.log.append_all(&entries, &mut addrs)?;
+        }
+
+        // Phase 3: point the index at the new records.
+        let mut written = entries.iter().zip(addrs.iter().copied());
+        for ((op, &hash), (current, write)) in ops.iter().zip(&hashes).zip(plan) {
+            let writer = &mut writers[writer_of(hash)];
+            if let Some(c) = &current {
+                writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+            }
+            let (slot, _) = self.locate(writer, hash, op.key(), None)?;
+            let placed = if write { written.next() } else { None };
+            match (op.value(), placed) {
+                (Some(value), Some((entry, addr))) => {
+                    writer.set(hash, slot, addr);
+                    writer.account(entry.len() as i64, (op.key().len() + value.len()) as i64);
+                }
+                _ => writer.clear(slot),
+            }
+        }
+        drop(writers);
+        if self.sync_writes
+            && let (Some(addr), Some(entry)) = (addrs.last(), entries.last())
+        {
+            self.log.make_durable(addr + entry.len() as u64)?;
         }
         Ok(())
     }
@@ -175,11 +562,7 @@ impl Db {
     /// # Errors
     /// As for [`Db::get`].
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let hash = self.hasher.hash(key);
-        let found = self
-            .index
-            .find(hash, |addr| self.log.read_value(addr, key, out))?;
-        Ok(found == Some(true))
+        Ok(self.lookup(key, out)?.is_some())
     }
 
     /// Whether `key` is present.
@@ -187,23 +570,60 @@ impl Db {
     /// # Errors
     /// As for [`Db::get`].
     pub fn contains_key(&self, key: &[u8]) -> Result<bool> {
-        let hash = self.hasher.hash(key);
         let mut scratch = Vec::new();
-        let found = self.index.find(hash, |addr| {
-            self.log
-                .with_record(addr, &mut scratch, |r| (r.key == key).then_some(()))
-        })?;
-        Ok(found.is_some())
+        Ok(self.lookup(key, &mut scratch)?.is_some())
     }
 
-    /// Number of live keys.
+    /// Number of keys. Keys whose expiry has passed count until a write
+    /// touches them (or compaction reclaims them).
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
-    /// Whether the store holds no key.
+    /// Whether [`Db::len`] is zero.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Iterates over the live `(key, value)` pairs in no order, while
+    /// writes go on: every key present for the whole iteration is returned
+    /// exactly once; keys inserted or removed meanwhile may or may not be.
+    /// Each item is read from the log (one positioned read for a cold key).
+    pub fn iter(&self) -> Iter<'_> {
+        Iter::new(self)
+    }
+
+    /// Iterates over the live keys, with the guarantees of [`Db::iter`].
+    pub fn keys(&self) -> impl Iterator<Item = Result<Vec<u8>>> + '_ {
+        self.iter().map(|item| item.map(|(k, _)| k))
+    }
+
+    /// One step of a resumable scan over the live keys, for a server's
+    /// `SCAN`: starts from `cursor` (0 for a new scan), visits about `count`
+    /// index slots, and returns the keys found and the cursor to pass next
+    /// (0 when the scan is complete). As with Redis's SCAN, a key present
+    /// for the whole scan is returned at least once (twice only if its
+    /// index shard was rebuilt meanwhile); an invalid cursor restarts a
+    /// shard rather than failing.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn scan(&self, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        crate::iter::scan(self, cursor, count)
+    }
+
+    /// Counters of the store's size and memory (see [`Stats`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a segment file's size cannot be read.
+    pub fn stats(&self) -> Result<Stats> {
+        let totals = self.index.totals();
+        let storage = self.log.storage();
+        let mut disk_bytes = 0;
+        for seg in storage.list()? {
+            disk_bytes += storage.file_len(seg)?;
+        }
+        Ok(Stats::new(totals, disk_bytes, self.log.resident_bytes()))
     }
 
     /// Writes out and fdatasyncs every write acknowledged so far.
@@ -213,6 +633,18 @@ impl Db {
     /// refuses further writes), [`Error::Closed`] after an earlier failure.
     pub fn sync(&self) -> Result<()> {
         self.log.sync_all()
+    }
+
+    /// Writes an online, consistent copy of the store to directory `dest`
+    /// (created; it must not exist or be empty): every write acknowledged
+    /// before the call, as a store that opens on its own. Writes go on
+    /// meanwhile.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] when `dest` is not empty; [`Error::Io`].
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.log.sync_all()?;
+        crate::backup::copy_prefix(&self.dir, dest.as_ref(), &self.log, self.log.durable())
     }
 
     /// Flushes, fdatasyncs and closes the store, releasing its lock.
@@ -229,6 +661,14 @@ impl Db {
         }
         self.log.sync_all()
     }
+
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub(crate) fn log(&self) -> &Log {
+        &self.log
+    }
 }
 
 impl Drop for Db {
@@ -241,10 +681,10 @@ impl Drop for Db {
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
+            .field("dir", &self.dir)
             .field("len", &self.len())
             .field("tail", &self.log.tail())
             .field("durable", &self.log.durable())
-            .field("index_bytes", &self.index.memory_bytes())
             .finish_non_exhaustive()
     }
 }
@@ -268,11 +708,17 @@ mod tests {
         }
         assert!(db.remove(b"key7").unwrap());
         db.insert(b"key8", b"eight").unwrap();
+        let mut batch = WriteBatch::new();
+        batch.insert(b"key9", b"nine");
+        batch.remove(b"key10");
+        db.apply_batch(&batch).unwrap();
         let check = |db: &Db| {
-            assert_eq!(db.len(), 49);
+            assert_eq!(db.len(), 48);
             assert_eq!(db.get(b"key7").unwrap(), None);
+            assert_eq!(db.get(b"key10").unwrap(), None);
             assert_eq!(db.get(b"key8").unwrap().unwrap(), b"eight");
-            assert_eq!(db.get(b"key9").unwrap().unwrap(), 9u32.to_le_bytes());
+            assert_eq!(db.get(b"key9").unwrap().unwrap(), b"nine");
+            assert_eq!(db.get(b"key11").unwrap().unwrap(), 11u32.to_le_bytes());
             assert_eq!(db.get(b"key50").unwrap(), None);
         };
         check(&db);

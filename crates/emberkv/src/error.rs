@@ -48,6 +48,16 @@ pub enum Error {
         max: usize,
     },
 
+    /// A write batch's records do not fit in one segment; nothing was
+    /// written.
+    #[error("write batch of {len} bytes exceeds the limit of {max} bytes")]
+    BatchTooLarge {
+        /// Encoded size of the batch's records, in bytes.
+        len: usize,
+        /// The limit (what one segment holds), in bytes.
+        max: usize,
+    },
+
     /// Another handle, in this process or another one, holds the store's
     /// exclusive lock.
     #[error("store {path} is locked by another process or handle")]

@@ -89,7 +89,8 @@ fn slots_for(keys: usize) -> usize {
         .max(MIN_SLOTS)
 }
 
-fn shard_of(hash: u64) -> usize {
+/// The shard of a key hash.
+pub(crate) fn shard_of(hash: u64) -> usize {
     (hash >> (64 - SHARD_BITS)) as usize
 }
 
@@ -110,27 +111,67 @@ fn entry_tag(e: u64) -> u64 {
     e >> ADDRESS_BITS
 }
 
-struct Table {
+/// One shard's open-addressing table.
+pub(crate) struct Table {
     slots: Box<[AtomicU64]>,
+    /// Bumped each time the shard's table is rebuilt, so that a scan cursor
+    /// can tell its slot numbers no longer apply.
+    generation: u32,
 }
 
 impl Table {
-    fn new(slots: usize) -> Table {
+    fn new(slots: usize, generation: u32) -> Table {
         Table {
             slots: (0..slots).map(|_| AtomicU64::new(EMPTY)).collect(),
+            generation,
         }
     }
 
     fn mask(&self) -> usize {
         self.slots.len() - 1
     }
+
+    /// Number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The table's generation (see the field).
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The log address held by slot `i`, if the slot holds a key.
+    pub(crate) fn address_at(&self, i: usize) -> Option<u64> {
+        let e = self.slots[i].load(Ordering::Acquire);
+        (e != EMPTY && e != DELETED).then_some(entry_addr(e))
+    }
 }
 
 struct Shard {
     table: ArcSwap<Table>,
-    /// Live plus deleted slots of the current table; guarded by `write`.
-    writer: Mutex<usize>,
+    writer: Mutex<ShardState>,
     live: AtomicUsize,
+}
+
+/// What a shard's writer lock guards besides the table.
+#[derive(Default)]
+struct ShardState {
+    /// Live plus deleted slots of the current table.
+    used: usize,
+    /// Bytes of the records the shard's entries point at.
+    record_bytes: u64,
+    /// Bytes of the keys and values of those records.
+    logical_bytes: u64,
+}
+
+/// Totals over all shards, for [`crate::Stats`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Totals {
+    pub keys: usize,
+    pub record_bytes: u64,
+    pub logical_bytes: u64,
+    pub index_bytes: usize,
 }
 
 /// The sharded hash index.
@@ -149,10 +190,10 @@ pub(crate) enum Slot {
 
 /// A shard held for writing: the only way to change the index.
 pub(crate) struct ShardWriter<'a> {
+    number: usize,
     shard: &'a Shard,
-    used: MutexGuard<'a, usize>,
+    state: MutexGuard<'a, ShardState>,
     table: Arc<Table>,
-    hash: u64,
 }
 
 impl Index {
@@ -162,8 +203,8 @@ impl Index {
         Index {
             shards: (0..SHARDS)
                 .map(|_| Shard {
-                    table: ArcSwap::from_pointee(Table::new(slots)),
-                    writer: Mutex::new(0),
+                    table: ArcSwap::from_pointee(Table::new(slots, 0)),
+                    writer: Mutex::new(ShardState::default()),
                     live: AtomicUsize::new(0),
                 })
                 .collect(),
@@ -178,12 +219,18 @@ impl Index {
             .sum()
     }
 
-    /// Bytes of memory held by the tables.
-    pub(crate) fn memory_bytes(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.table.load().slots.len() * size_of::<AtomicU64>())
-            .sum()
+    /// Keys, their bytes, and the memory held by the tables (briefly
+    /// taking each shard's writer lock).
+    pub(crate) fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for shard in self.shards.iter() {
+            let state = shard.writer.lock();
+            t.keys += shard.live.load(Ordering::Relaxed);
+            t.record_bytes += state.record_bytes;
+            t.logical_bytes += state.logical_bytes;
+            t.index_bytes += shard.table.load().slots.len() * size_of::<AtomicU64>();
+        }
+        t
     }
 
     /// Lock-free lookup: calls `probe` with the address of each entry whose
@@ -213,36 +260,46 @@ impl Index {
         Ok(None)
     }
 
-    /// Locks the shard of `hash` for writing.
-    pub(crate) fn writer(&self, hash: u64) -> ShardWriter<'_> {
-        let shard = &self.shards[shard_of(hash)];
-        let used = shard.writer.lock();
+    /// Locks shard `shard` for writing. A thread holding several shards
+    /// must lock them in ascending order.
+    pub(crate) fn writer(&self, number: usize) -> ShardWriter<'_> {
+        let shard = &self.shards[number];
+        let state = shard.writer.lock();
         let table = shard.table.load_full();
         ShardWriter {
+            number,
             shard,
-            used,
+            state,
             table,
-            hash,
         }
+    }
+
+    /// The current table of shard `shard` (it stays valid, frozen, if the
+    /// shard grows meanwhile).
+    pub(crate) fn table(&self, shard: usize) -> Arc<Table> {
+        self.shards[shard].table.load_full()
     }
 }
 
 impl ShardWriter<'_> {
-    /// Finds the key's slot. `is_key(addr)` tells whether the record at
-    /// `addr` holds the key; `key_hash(addr)` returns the hash of the key of
-    /// the record at `addr` (used when the table must grow first).
+    /// Finds the slot of the key whose hash is `hash` (it must belong to
+    /// this shard). `is_key(addr)` tells whether the record at `addr` holds
+    /// the key; `key_hash(addr)` returns the hash of the key of the record at
+    /// `addr` (used when the table must grow first).
     pub(crate) fn slot(
         &mut self,
+        hash: u64,
         mut is_key: impl FnMut(u64) -> Result<bool>,
         key_hash: impl FnMut(u64) -> Result<u64>,
     ) -> Result<Slot> {
-        if *self.used >= max_used(self.table.slots.len()) {
+        if self.state.used >= max_used(self.table.slots.len()) {
             self.grow(key_hash)?;
         }
         let table = &self.table;
         let mask = table.mask();
-        let tag = tag_of(self.hash);
-        let mut i = self.hash as usize & mask;
+        debug_assert_eq!(shard_of(hash), self.number);
+        let tag = tag_of(hash);
+        let mut i = hash as usize & mask;
         let mut reusable = None;
         for _ in 0..table.slots.len() {
             let e = table.slots[i].load(Ordering::Relaxed);
@@ -265,20 +322,28 @@ impl ShardWriter<'_> {
         unreachable!("a table is never full: it grows at 7/8")
     }
 
-    /// Points the key at `addr`: overwrites an occupied slot or fills a
-    /// vacant one found by [`ShardWriter::slot`] on this same writer.
-    pub(crate) fn set(&mut self, slot: Slot, addr: u64) {
-        let e = entry(self.hash, addr);
+    /// Points the key of hash `hash` at `addr`: overwrites an occupied slot
+    /// or fills a vacant one found by [`ShardWriter::slot`] for that key on
+    /// this writer, with no other change to the shard in between.
+    pub(crate) fn set(&mut self, hash: u64, slot: Slot, addr: u64) {
+        let e = entry(hash, addr);
         match slot {
             Slot::Occupied { slot, .. } => self.table.slots[slot].store(e, Ordering::Release),
             Slot::Vacant { slot, fresh } => {
                 self.table.slots[slot].store(e, Ordering::Release);
                 if fresh {
-                    *self.used += 1;
+                    self.state.used += 1;
                 }
                 self.shard.live.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Adds a record of `record` bytes holding `logical` bytes of key and
+    /// value to the shard's byte counts (negative to take one away).
+    pub(crate) fn account(&mut self, record: i64, logical: i64) {
+        self.state.record_bytes = self.state.record_bytes.wrapping_add_signed(record);
+        self.state.logical_bytes = self.state.logical_bytes.wrapping_add_signed(logical);
     }
 
     /// Removes the key found at an occupied slot.
@@ -299,7 +364,7 @@ impl ShardWriter<'_> {
         } else {
             old.slots.len() * 2
         };
-        let new = Table::new(slots);
+        let new = Table::new(slots, old.generation.wrapping_add(1));
         let mask = new.mask();
         for e in old.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
             if e == EMPTY || e == DELETED {
@@ -314,7 +379,7 @@ impl ShardWriter<'_> {
         let new = Arc::new(new);
         self.shard.table.store(Arc::clone(&new));
         self.table = new;
-        *self.used = live;
+        self.state.used = live;
         Ok(())
     }
 }
@@ -338,17 +403,18 @@ mod tests {
             let addr = self.next;
             self.records.insert(addr, (key.to_vec(), hash));
             let records = &self.records;
-            let mut w = index.writer(hash);
+            let mut w = index.writer(shard_of(hash));
             let slot = w
-                .slot(|a| Ok(records[&a].0 == key), |a| Ok(records[&a].1))
+                .slot(hash, |a| Ok(records[&a].0 == key), |a| Ok(records[&a].1))
                 .unwrap();
-            w.set(slot, addr);
+            w.set(hash, slot, addr);
         }
 
         fn remove(&self, index: &Index, key: &[u8], hash: u64) -> bool {
-            let mut w = index.writer(hash);
+            let mut w = index.writer(shard_of(hash));
             let slot = w
                 .slot(
+                    hash,
                     |a| Ok(self.records[&a].0 == key),
                     |a| Ok(self.records[&a].1),
                 )
@@ -413,6 +479,6 @@ mod tests {
             assert!(log.remove(&index, &i.to_le_bytes(), hash(i)));
         }
         assert_eq!(index.len(), 0);
-        assert!(index.memory_bytes() <= SHARDS * MIN_SLOTS * 8 * 2);
+        assert!(index.totals().index_bytes <= SHARDS * MIN_SLOTS * 8 * 2);
     }
 }

@@ -42,20 +42,28 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod backup;
+mod batch;
+mod clock;
 mod db;
 mod error;
 mod flusher;
 mod index;
+mod iter;
 mod log;
 mod meta;
 mod options;
 mod record;
 mod recovery;
+mod stats;
 mod storage;
 
+pub use batch::WriteBatch;
 pub use db::Db;
 pub use error::{Error, Result};
+pub use iter::Iter;
 pub use options::Options;
+pub use stats::Stats;
 
 /// Largest key, in bytes (64 KiB).
 pub const MAX_KEY_BYTES: usize = 64 << 10;

@@ -23,7 +23,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-const META_FILE: &str = "emberkv.meta";
+/// Name of the meta file in the store directory.
+pub(crate) const META_FILE: &str = "emberkv.meta";
 const META_TMP: &str = "emberkv.meta.tmp";
 const LOCK_FILE: &str = "LOCK";
 const META_MAGIC: &[u8; 8] = b"EMBERKV\0";

@@ -2,56 +2,109 @@
 //!
 //! Layout (all integers little-endian; see `docs/ARCHITECTURE.md`):
 //!
-//! | offset | size | field                                              |
-//! |-------:|-----:|----------------------------------------------------|
-//! | 0      | 4    | CRC32C of bytes 4..end (for a pad: of bytes 4..16) |
-//! | 4      | 1    | flags: 1 = tombstone, 2 = pad                      |
-//! | 5      | 3    | reserved, zero                                     |
-//! | 8      | 4    | key length in bytes                                |
-//! | 12     | 4    | value length in bytes (for a pad: bytes skipped)   |
-//! | 16     | k    | key                                                |
-//! | 16 + k | v    | value                                              |
+//! | offset   | size | field                                               |
+//! |---------:|-----:|-----------------------------------------------------|
+//! | 0        | 4    | CRC32C of bytes 4..end (for a pad: of bytes 4..16)  |
+//! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch |
+//! | 5        | 3    | reserved, zero                                      |
+//! | 8        | 4    | key length in bytes                                 |
+//! | 12       | 4    | value length in bytes (for a pad: bytes skipped)    |
+//! | 16       | 8    | expiry, Unix time in ms (only with flag 4)          |
+//! | 16 or 24 | k    | key                                                 |
+//! | then     | v    | value                                               |
 //!
 //! A pad fills the rest of a page that the next record does not fit in; its
-//! payload is not covered by the checksum (it is never read).
+//! payload is not covered by the checksum (it is never read). Flag 8 marks a
+//! record of a write batch that is followed by more records of the same
+//! batch; the batch's last record has it clear (see `recovery.rs`).
 
 use crate::error::{Error, Result};
 
-/// Size of the record header, in bytes.
+/// Size of the fixed record header, in bytes.
 pub(crate) const HEADER_BYTES: usize = 16;
+/// Size of the optional expiry field, in bytes.
+pub(crate) const EXPIRY_BYTES: usize = 8;
 
 /// Flag: the record removes its key.
 pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 /// Flag: the record is padding up to the end of a page.
 pub(crate) const FLAG_PAD: u8 = 2;
-const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD;
+/// Flag: an expiry time follows the header.
+const FLAG_EXPIRY: u8 = 4;
+/// Flag: more records of the same write batch follow this one.
+pub(crate) const FLAG_BATCH: u8 = 8;
+const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH;
 
 const _: () = assert!(HEADER_BYTES == 4 + 1 + 3 + 4 + 4);
 
-/// Total encoded size of a record, in bytes.
-pub(crate) fn encoded_len(key_len: usize, value_len: usize) -> usize {
-    HEADER_BYTES + key_len + value_len
+/// A record to be written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry<'a> {
+    /// [`FLAG_TOMBSTONE`] and/or [`FLAG_BATCH`].
+    pub flags: u8,
+    /// Unix time in ms after which the key is gone.
+    pub expires_at: Option<u64>,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
 }
 
-/// The CRC32C a record of these fields carries (computed before taking the
-/// append lock, so the lock covers only the copy).
-pub(crate) fn checksum(flags: u8, key: &[u8], value: &[u8]) -> u32 {
-    let mut header = [0u8; HEADER_BYTES];
-    write_header(&mut header, flags, key.len() as u32, value.len() as u32);
-    let crc = crc32c::crc32c(&header[4..]);
-    crc32c::crc32c_append(crc32c::crc32c_append(crc, key), value)
-}
+impl Entry<'_> {
+    fn flags(&self) -> u8 {
+        self.flags
+            | if self.expires_at.is_some() {
+                FLAG_EXPIRY
+            } else {
+                0
+            }
+    }
 
-/// Encodes a record whose checksum is `crc` (from [`checksum`]) into `out`,
-/// which must be exactly `encoded_len(key.len(), value.len())` bytes long.
-pub(crate) fn encode_with_checksum(out: &mut [u8], crc: u32, flags: u8, key: &[u8], value: &[u8]) {
-    debug_assert_eq!(out.len(), encoded_len(key.len(), value.len()));
-    let (header, body) = out.split_at_mut(HEADER_BYTES);
-    let (k, v) = body.split_at_mut(key.len());
-    k.copy_from_slice(key);
-    v.copy_from_slice(value);
-    write_header(header, flags, key.len() as u32, value.len() as u32);
-    header[..4].copy_from_slice(&crc.to_le_bytes());
+    fn body_offset(&self) -> usize {
+        HEADER_BYTES
+            + if self.expires_at.is_some() {
+                EXPIRY_BYTES
+            } else {
+                0
+            }
+    }
+
+    /// Encoded size, in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.body_offset() + self.key.len() + self.value.len()
+    }
+
+    /// The CRC32C the record carries (computed before taking the append
+    /// lock, so the lock covers only the copy).
+    pub(crate) fn checksum(&self) -> u32 {
+        let mut head = [0u8; HEADER_BYTES + EXPIRY_BYTES];
+        let n = self.write_head(&mut head);
+        let crc = crc32c::crc32c(&head[4..n]);
+        crc32c::crc32c_append(crc32c::crc32c_append(crc, self.key), self.value)
+    }
+
+    /// Encodes the record with checksum `crc` (from [`Entry::checksum`])
+    /// into `out`, which must be exactly [`Entry::len`] bytes long.
+    pub(crate) fn encode(&self, out: &mut [u8], crc: u32) {
+        debug_assert_eq!(out.len(), self.len());
+        let n = self.write_head(out);
+        let (k, v) = out[n..].split_at_mut(self.key.len());
+        k.copy_from_slice(self.key);
+        v.copy_from_slice(self.value);
+        out[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Writes header and expiry (not the checksum); returns their length.
+    fn write_head(&self, out: &mut [u8]) -> usize {
+        write_header(
+            out,
+            self.flags(),
+            self.key.len() as u32,
+            self.value.len() as u32,
+        );
+        if let Some(at) = self.expires_at {
+            out[HEADER_BYTES..HEADER_BYTES + EXPIRY_BYTES].copy_from_slice(&at.to_le_bytes());
+        }
+        self.body_offset()
+    }
 }
 
 /// Encodes a pad record covering exactly `out.len()` bytes (at least
@@ -88,9 +141,10 @@ impl Header {
     /// [`Error::Corruption`] when a reserved byte is set, a flag is unknown,
     /// or a length exceeds the crate's limits.
     pub(crate) fn parse(bytes: &[u8], addr: u64) -> Result<Header> {
-        let b: &[u8; HEADER_BYTES] = bytes[..HEADER_BYTES]
-            .try_into()
-            .map_err(|_| Error::corruption(addr, "short record header"))?;
+        let b: &[u8; HEADER_BYTES] = bytes
+            .get(..HEADER_BYTES)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| Error::corruption(addr, "short record header"))?;
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let header = Header {
             crc: u32_at(0),
@@ -123,9 +177,27 @@ impl Header {
         self.flags & FLAG_TOMBSTONE != 0
     }
 
+    /// Whether more records of the same batch follow.
+    pub(crate) fn continues_batch(&self) -> bool {
+        self.flags & FLAG_BATCH != 0
+    }
+
+    fn body_offset(&self) -> usize {
+        HEADER_BYTES
+            + if self.flags & FLAG_EXPIRY != 0 {
+                EXPIRY_BYTES
+            } else {
+                0
+            }
+    }
+
     /// Bytes the record spans in the log, header included.
     pub(crate) fn total_len(&self) -> usize {
-        HEADER_BYTES + self.key_len + self.value_len
+        if self.is_pad() {
+            HEADER_BYTES + self.value_len
+        } else {
+            self.body_offset() + self.key_len + self.value_len
+        }
     }
 }
 
@@ -133,13 +205,15 @@ impl Header {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record<'a> {
     pub header: Header,
+    /// Unix time in ms after which the key is gone.
+    pub expires_at: Option<u64>,
     pub key: &'a [u8],
     pub value: &'a [u8],
 }
 
 impl<'a> Record<'a> {
-    /// Verifies the checksum of a non-pad record held whole in `bytes`
-    /// (`bytes.len() >= header.total_len()`).
+    /// Verifies the checksum of a non-pad record held whole at the start of
+    /// `bytes`.
     ///
     /// # Errors
     /// [`Error::Corruption`] on a checksum mismatch or a short buffer.
@@ -158,8 +232,27 @@ impl<'a> Record<'a> {
                 ),
             ));
         }
-        let (key, value) = bytes[HEADER_BYTES..total].split_at(header.key_len);
-        Ok(Record { header, key, value })
+        let body = header.body_offset();
+        let expires_at = (body > HEADER_BYTES)
+            .then(|| u64::from_le_bytes(bytes[HEADER_BYTES..body].try_into().expect("8 bytes")));
+        let (key, value) = bytes[body..total].split_at(header.key_len);
+        Ok(Record {
+            header,
+            expires_at,
+            key,
+            value,
+        })
+    }
+
+    /// Whether the record holds a value that is live at `now_ms` (Unix ms):
+    /// not a tombstone and not expired.
+    pub(crate) fn is_live(&self, now_ms: u64) -> bool {
+        !self.header.is_tombstone() && self.expires_at.is_none_or(|at| at > now_ms)
+    }
+
+    /// Offset of the value inside the record's bytes.
+    pub(crate) fn value_offset(&self) -> usize {
+        self.header.total_len() - self.header.value_len
     }
 }
 
@@ -167,28 +260,60 @@ impl<'a> Record<'a> {
 mod tests {
     use super::*;
 
-    fn roundtrip(flags: u8, key: &[u8], value: &[u8]) {
-        let mut buf = vec![0; encoded_len(key.len(), value.len())];
-        encode_with_checksum(&mut buf, checksum(flags, key, value), flags, key, value);
+    fn encode(entry: &Entry<'_>) -> Vec<u8> {
+        let mut buf = vec![0; entry.len()];
+        entry.encode(&mut buf, entry.checksum());
+        buf
+    }
+
+    fn roundtrip(flags: u8, expires_at: Option<u64>, key: &[u8], value: &[u8]) {
+        let entry = Entry {
+            flags,
+            expires_at,
+            key,
+            value,
+        };
+        let buf = encode(&entry);
         let h = Header::parse(&buf, 0).unwrap();
         assert_eq!(h.total_len(), buf.len());
         let r = Record::verify(h, &buf, 0).unwrap();
-        assert_eq!((r.key, r.value, r.header.flags), (key, value, flags));
+        assert_eq!((r.key, r.value, r.expires_at), (key, value, expires_at));
+        assert_eq!(r.header.is_tombstone(), flags & FLAG_TOMBSTONE != 0);
+        assert_eq!(r.header.continues_batch(), flags & FLAG_BATCH != 0);
+        assert_eq!(&buf[r.value_offset()..], value);
     }
 
     #[test]
     fn encode_decode_roundtrip() {
-        roundtrip(0, b"key", b"value");
-        roundtrip(0, b"", b"");
-        roundtrip(FLAG_TOMBSTONE, b"gone", b"");
-        roundtrip(0, &[0u8; 300], &[7u8; 5000]);
+        roundtrip(0, None, b"key", b"value");
+        roundtrip(0, None, b"", b"");
+        roundtrip(FLAG_TOMBSTONE, None, b"gone", b"");
+        roundtrip(FLAG_BATCH, Some(1_700_000_000_000), b"k", b"v");
+        roundtrip(0, Some(0), &[0u8; 300], &[7u8; 5000]);
+    }
+
+    #[test]
+    fn expiry_decides_liveness() {
+        let entry = Entry {
+            flags: 0,
+            expires_at: Some(1000),
+            key: b"k",
+            value: b"v",
+        };
+        let buf = encode(&entry);
+        let r = Record::verify(Header::parse(&buf, 0).unwrap(), &buf, 0).unwrap();
+        assert!(r.is_live(999));
+        assert!(!r.is_live(1000));
     }
 
     #[test]
     fn every_bit_flip_is_detected() {
-        let mut buf = vec![0; encoded_len(5, 9)];
-        let crc = checksum(0, b"hello", b"the value");
-        encode_with_checksum(&mut buf, crc, 0, b"hello", b"the value");
+        let buf = encode(&Entry {
+            flags: 0,
+            expires_at: Some(77),
+            key: b"hello",
+            value: b"the value",
+        });
         for byte in 0..buf.len() {
             for bit in 0..8 {
                 let mut bad = buf.clone();
@@ -218,6 +343,10 @@ mod tests {
         write_header(&mut buf, 0, u32::MAX, 0);
         assert!(matches!(
             Header::parse(&buf, 42),
+            Err(Error::Corruption { offset: 42, .. })
+        ));
+        assert!(matches!(
+            Header::parse(&buf[..3], 42),
             Err(Error::Corruption { offset: 42, .. })
         ));
     }

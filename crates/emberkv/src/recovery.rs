@@ -13,7 +13,7 @@
 //! creating it) is re-created empty.
 
 use crate::error::{Error, Result};
-use crate::index::{Index, KeyHasher};
+use crate::index::{Index, KeyHasher, shard_of};
 use crate::log::{PAGE_BYTES, read_cold};
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
@@ -99,24 +99,41 @@ pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> R
             Err(e) => return Err(e),
         }
         let mut pos = start + SEGMENT_HEADER_BYTES;
-        while pos < end {
+        // Records of a batch whose last record has not been read yet.
+        let mut batch: Vec<u64> = Vec::new();
+        let mut batch_start = pos;
+        let torn = loop {
+            if pos >= end {
+                break !batch.is_empty();
+            }
             match next_record(storage, &mut chunk, pos, end)? {
+                Next::Pad(_) if !batch.is_empty() => break true,
                 Next::Pad(len) => pos += len,
                 Next::Record(header) => {
-                    apply(storage, index, hasher, &chunk, &mut scratch, pos, header)?;
+                    if batch.is_empty() {
+                        batch_start = pos;
+                    }
+                    batch.push(pos);
                     pos += header.total_len() as u64;
+                    if !header.continues_batch() {
+                        for addr in batch.drain(..) {
+                            apply(storage, index, hasher, &chunk, &mut scratch, addr)?;
+                        }
+                    }
                 }
-                Next::Invalid if seg == newest => {
-                    storage.truncate(seg, pos)?;
-                    break;
-                }
-                Next::Invalid => {
-                    return Err(Error::corruption(
-                        pos,
-                        "invalid record before the end of a sealed segment",
-                    ));
-                }
+                Next::Invalid => break true,
             }
+        };
+        if torn {
+            let cut = if batch.is_empty() { pos } else { batch_start };
+            if seg != newest {
+                return Err(Error::corruption(
+                    cut,
+                    "invalid record before the end of a sealed segment",
+                ));
+            }
+            storage.truncate(seg, cut)?;
+            pos = cut;
         }
         tail = pos;
     }
@@ -143,9 +160,11 @@ fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Res
     };
     let total = header.total_len();
     let next = pos + total as u64;
-    // The appender leaves either no room or room for a pad in a page.
+    // The appender leaves either no room or room for a pad in a page after
+    // each append (a single record or a whole batch).
     let room = next.next_multiple_of(PAGE_BYTES as u64) - next;
-    if room != 0 && room < HEADER_BYTES as u64 || next > end {
+    let ends_run = header.is_pad() || !header.continues_batch();
+    if ends_run && room != 0 && room < HEADER_BYTES as u64 || next > end {
         return Ok(Next::Invalid);
     }
     if header.is_pad() {
@@ -160,7 +179,8 @@ fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Res
     })
 }
 
-/// Applies the verified record at `pos` (held whole in `chunk`) to the index.
+/// Applies the record at `pos`, whose checksum `next_record` verified, to
+/// the index.
 fn apply(
     storage: &Segments,
     index: &Index,
@@ -168,34 +188,75 @@ fn apply(
     chunk: &Chunk,
     scratch: &mut Vec<u8>,
     pos: u64,
-    header: Header,
 ) -> Result<()> {
-    // `next_record` verified the checksum.
-    let key = chunk.slice(pos + HEADER_BYTES as u64, header.key_len);
-    let hash = hasher.hash(key);
-    let mut writer = index.writer(hash);
-    let mut key_at = |addr: u64| -> Result<Vec<u8>> {
-        if chunk.holds(addr, HEADER_BYTES) {
-            let h = Header::parse(chunk.slice(addr, HEADER_BYTES), addr)?;
-            if chunk.holds(addr, HEADER_BYTES + h.key_len) {
-                return Ok(chunk.slice(addr + HEADER_BYTES as u64, h.key_len).to_vec());
+    let mut own = Vec::new();
+    let record = if chunk.holds(pos, HEADER_BYTES)
+        && let Ok(h) = Header::parse(chunk.slice(pos, HEADER_BYTES), pos)
+        && chunk.holds(pos, h.total_len())
+    {
+        Record::verify(h, chunk.slice(pos, h.total_len()), pos)?
+    } else {
+        let h = read_cold(storage, pos, &mut own)?;
+        Record::verify(h, &own, pos)?
+    };
+    let hash = hasher.hash(record.key);
+    let mut writer = index.writer(shard_of(hash));
+    let mut replaced = None;
+    let slot = writer.slot(
+        hash,
+        |addr| {
+            let (bytes, logical, same) = with_chunk_record(storage, chunk, scratch, addr, |r| {
+                (
+                    r.header.total_len() as i64,
+                    (r.key.len() + r.value.len()) as i64,
+                    r.key == record.key,
+                )
+            })?;
+            if same {
+                replaced = Some((bytes, logical));
             }
-        }
-        let h = read_cold(storage, addr, scratch)?;
-        Ok(Record::verify(h, scratch, addr)?.key.to_vec())
-    };
-    let slot = {
-        let mut is_key = |addr| Ok(key_at(addr)? == key);
-        writer.slot(&mut is_key, |addr| {
-            let mut buf = Vec::new();
-            let h = read_cold(storage, addr, &mut buf)?;
-            Ok(hasher.hash(Record::verify(h, &buf, addr)?.key))
-        })?
-    };
-    if header.is_tombstone() {
+            Ok(same)
+        },
+        |addr| {
+            with_chunk_record(storage, chunk, &mut Vec::new(), addr, |r| {
+                hasher.hash(r.key)
+            })
+        },
+    )?;
+    if let Some((bytes, logical)) = replaced {
+        writer.account(-bytes, -logical);
+    }
+    if record.header.is_tombstone() {
         writer.clear(slot);
     } else {
-        writer.set(slot, pos);
+        writer.set(hash, slot, pos);
+        writer.account(
+            record.header.total_len() as i64,
+            (record.key.len() + record.value.len()) as i64,
+        );
     }
     Ok(())
+}
+
+/// Calls `f` with the verified record at `addr`, from the chunk when it
+/// holds it, else read from its segment into `scratch`.
+fn with_chunk_record<T>(
+    storage: &Segments,
+    chunk: &Chunk,
+    scratch: &mut Vec<u8>,
+    addr: u64,
+    f: impl FnOnce(&Record<'_>) -> T,
+) -> Result<T> {
+    if chunk.holds(addr, HEADER_BYTES) {
+        let h = Header::parse(chunk.slice(addr, HEADER_BYTES), addr)?;
+        if chunk.holds(addr, h.total_len()) {
+            return Ok(f(&Record::verify(
+                h,
+                chunk.slice(addr, h.total_len()),
+                addr,
+            )?));
+        }
+    }
+    let h = read_cold(storage, addr, scratch)?;
+    Ok(f(&Record::verify(h, scratch, addr)?))
 }

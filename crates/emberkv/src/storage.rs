@@ -70,8 +70,13 @@ impl Segments {
         addr & ((1 << self.segment_bits) - 1)
     }
 
+    /// The file name of segment `seg`.
+    pub(crate) fn file_name(&self, seg: u64) -> String {
+        format!("{seg:012}{SEGMENT_SUFFIX}")
+    }
+
     fn path(&self, seg: u64) -> PathBuf {
-        self.dir.join(format!("{seg:012}{SEGMENT_SUFFIX}"))
+        self.dir.join(self.file_name(seg))
     }
 
     /// Segment numbers of the segment files in the directory, ascending.

@@ -33,7 +33,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::record::{self, HEADER_BYTES, Header, Record};
+use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 pub(crate) use page::Page;
 
@@ -118,6 +118,16 @@ impl Log {
         }
     }
 
+    /// The segment files.
+    pub(crate) fn storage(&self) -> &Segments {
+        &self.storage
+    }
+
+    /// Bytes of memory held by resident hot-tier pages.
+    pub(crate) fn resident_bytes(&self) -> usize {
+        self.pages.load().iter().map(|p| p.len()).sum()
+    }
+
     /// One past the last published record.
     pub(crate) fn tail(&self) -> u64 {
         self.tail.load(Ordering::Acquire)
@@ -135,30 +145,43 @@ impl Log {
         (1usize << self.storage.segment_bits()) - SEGMENT_HEADER_BYTES as usize - HEADER_BYTES
     }
 
-    /// Appends a record and returns its log address. The caller holds the
-    /// index shard of `key`, so records of one key are appended in order.
+    /// Appends one record and returns its log address. The caller holds the
+    /// index shard of its key, so the records of one key are appended in the
+    /// order of their index updates.
     ///
     /// # Errors
     /// [`Error::Closed`] when an earlier write failed; I/O errors when the
     /// hot tier is full and flushing to make room fails.
-    pub(crate) fn append(&self, flags: u8, key: &[u8], value: &[u8]) -> Result<u64> {
-        let len = record::encoded_len(key.len(), value.len());
-        let crc = record::checksum(flags, key, value);
+    pub(crate) fn append(&self, entry: &Entry<'_>) -> Result<u64> {
+        let mut addrs = [0];
+        self.append_all(std::slice::from_ref(entry), &mut addrs)?;
+        Ok(addrs[0])
+    }
+
+    /// Appends `entries` contiguously, in one page (so never across a
+    /// segment), writing the address of each into `addrs`. Readers and the
+    /// flusher see either none or all of them.
+    ///
+    /// # Errors
+    /// As for [`Log::append`].
+    pub(crate) fn append_all(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
+        let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
+        let total: usize = entries.iter().map(Entry::len).sum();
         let mut a = self.appender.lock();
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let addr = self.reserve(&mut a, len as u64)?;
-        // SAFETY: we hold the append lock; `addr..addr + len` lies at or
-        // above the published tail, so no reader or flusher has seen it.
-        unsafe {
-            a.page.fill(addr, len, |dst| {
-                record::encode_with_checksum(dst, crc, flags, key, value)
-            })
-        };
-        a.tail = addr + len as u64;
+        let mut addr = self.reserve(&mut a, total as u64)?;
+        for ((entry, crc), slot) in entries.iter().zip(crcs).zip(addrs.iter_mut()) {
+            // SAFETY: we hold the append lock; `addr..addr + len` lies at or
+            // above the published tail, so no reader or flusher has seen it.
+            unsafe { a.page.fill(addr, entry.len(), |dst| entry.encode(dst, crc)) };
+            *slot = addr;
+            addr += entry.len() as u64;
+        }
+        a.tail = addr;
         self.tail.store(a.tail, Ordering::Release);
-        Ok(addr)
+        Ok(())
     }
 
     /// Finds room for `len` bytes, sealing the current page (and starting a
@@ -327,9 +350,9 @@ impl Log {
         }
     }
 
-    /// Reads the value of `key` from the record at `addr` into `out`.
-    /// Returns `None` when the record holds another key (a tag collision),
-    /// otherwise whether it is a live value (`false` for a tombstone).
+    /// Reads the value of `key` from the record at `addr` into `out`,
+    /// judging expiry against `now_ms()` (called only for a record that has
+    /// an expiry).
     ///
     /// # Errors
     /// [`Error::Corruption`] when the record fails its checksum; I/O errors.
@@ -338,30 +361,28 @@ impl Log {
         addr: u64,
         key: &[u8],
         out: &mut Vec<u8>,
-    ) -> Result<Option<bool>> {
+        now_ms: impl FnOnce() -> u64,
+    ) -> Result<Found> {
         let pages = self.pages.load();
         if let Some(page) = resident(&pages, addr) {
             // SAFETY: `addr` came from an index entry loaded with `Acquire`
             // (or from the tail), so its whole record is published.
             let record = unsafe { hot_record(page, addr)? };
-            if record.key != key {
-                return Ok(None);
+            let found = Found::judge(&record, key, now_ms);
+            if let Found::Live { .. } = found {
+                out.clear();
+                out.extend_from_slice(record.value);
             }
-            out.clear();
-            out.extend_from_slice(record.value);
-            return Ok(Some(!record.header.is_tombstone()));
+            return Ok(found);
         }
         drop(pages);
         let header = read_cold(&self.storage, addr, out)?;
         let record = Record::verify(header, out, addr)?;
-        if record.key != key {
-            return Ok(None);
-        }
-        let live = !header.is_tombstone();
-        let start = HEADER_BYTES + header.key_len;
+        let found = Found::judge(&record, key, now_ms);
+        let start = record.value_offset();
         out.copy_within(start..start + header.value_len, 0);
         out.truncate(header.value_len);
-        Ok(Some(live))
+        Ok(found)
     }
 
     /// Calls `f` with the verified record at `addr`, reading it into
@@ -396,6 +417,32 @@ impl Log {
             self.write_out()?;
         }
         Ok(())
+    }
+}
+
+/// What a read found at a log address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The record holds another key (a tag collision): keep probing.
+    Other,
+    /// The key's newest record is a tombstone or has expired.
+    Dead,
+    /// The key is live; `expires_at` is its expiry in Unix ms, if any.
+    Live { expires_at: Option<u64> },
+}
+
+impl Found {
+    fn judge(record: &Record<'_>, key: &[u8], now_ms: impl FnOnce() -> u64) -> Found {
+        if record.key != key {
+            Found::Other
+        } else if record.header.is_tombstone() || record.expires_at.is_some_and(|at| at <= now_ms())
+        {
+            Found::Dead
+        } else {
+            Found::Live {
+                expires_at: record.expires_at,
+            }
+        }
     }
 }
 

@@ -1,0 +1,121 @@
+//! Unordered iteration over live keys, and the resumable scan cursor.
+//!
+//! Both walk the index shard by shard and slot by slot, reading each
+//! entry's record. A key keeps its slot while it is present (an overwrite
+//! rewrites the entry in place), and a shard that grows is walked in the
+//! table it had when the walk reached it (kept alive by `arc_swap`), so a
+//! key present for the whole walk is returned exactly once. Keys inserted
+//! or removed during the walk may or may not appear. A value is the one the
+//! key had when its record was read.
+
+use std::sync::Arc;
+
+use crate::db::Db;
+use crate::error::Result;
+use crate::index::{SHARDS, Table};
+use crate::{clock, record::Record};
+
+/// Iterator over the live `(key, value)` pairs of a store, in no order;
+/// see [`Db::iter`].
+pub struct Iter<'a> {
+    db: &'a Db,
+    shard: usize,
+    table: Arc<Table>,
+    slot: usize,
+    scratch: Vec<u8>,
+}
+
+impl<'a> Iter<'a> {
+    pub(crate) fn new(db: &'a Db) -> Iter<'a> {
+        Iter {
+            db,
+            shard: 0,
+            table: db.index().table(0),
+            slot: 0,
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.slot == self.table.len() {
+                self.shard += 1;
+                if self.shard == SHARDS {
+                    return None;
+                }
+                self.table = self.db.index().table(self.shard);
+                self.slot = 0;
+            }
+            let i = self.slot;
+            self.slot += 1;
+            let Some(addr) = self.table.address_at(i) else {
+                continue;
+            };
+            let read = self.db.log().with_record(addr, &mut self.scratch, |r| {
+                live(r).then(|| (r.key.to_vec(), r.value.to_vec()))
+            });
+            match read {
+                Ok(Some(pair)) => return Some(Ok(pair)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+fn live(record: &Record<'_>) -> bool {
+    record.is_live(if record.expires_at.is_some() {
+        clock::now_ms()
+    } else {
+        0
+    })
+}
+
+/// A scan cursor: shard (bits 56..64), table generation (bits 32..56) and
+/// slot (bits 0..32). Cursor 0 starts a scan and a returned 0 ends it.
+fn cursor(shard: usize, generation: u32, slot: usize) -> u64 {
+    (shard as u64) << 56 | u64::from(generation & 0xFF_FFFF) << 32 | slot as u64
+}
+
+/// One step of a resumable scan; see [`Db::scan`].
+pub(crate) fn scan(db: &Db, cursor_in: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+    let mut shard = (cursor_in >> 56) as usize;
+    let generation = ((cursor_in >> 32) & 0xFF_FFFF) as u32;
+    let mut slot = (cursor_in & 0xFFFF_FFFF) as usize;
+    let mut keys = Vec::new();
+    let mut scratch = Vec::new();
+    let mut table = db.index().table(shard.min(SHARDS - 1));
+    if shard >= SHARDS || (slot != 0 && table.generation() & 0xFF_FFFF != generation) {
+        // A malformed cursor, or the shard's table was rebuilt since: its
+        // slots moved, so walk the shard again from its start (keys may
+        // repeat; none present throughout is missed).
+        shard = shard.min(SHARDS - 1);
+        slot = 0;
+    }
+    let mut visited = 0;
+    while visited < count.max(1) {
+        if slot >= table.len() {
+            shard += 1;
+            if shard == SHARDS {
+                return Ok((keys, 0));
+            }
+            table = db.index().table(shard);
+            slot = 0;
+            continue;
+        }
+        visited += 1;
+        if let Some(addr) = table.address_at(slot)
+            && let Some(key) = db
+                .log()
+                .with_record(addr, &mut scratch, |r| live(r).then(|| r.key.to_vec()))?
+        {
+            keys.push(key);
+        }
+        slot += 1;
+    }
+    Ok((keys, cursor(shard, table.generation(), slot)))
+}

@@ -1,0 +1,43 @@
+//! [`Stats`]: counters of a store's size and memory.
+
+use crate::index::Totals;
+
+/// A snapshot of a store's size and memory, from [`crate::Db::stats`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Keys in the index (see [`crate::Db::len`]).
+    pub keys: usize,
+    /// Bytes of the keys and values of those keys: the logical size.
+    pub logical_bytes: u64,
+    /// Bytes of the records those keys point at (headers included).
+    pub live_record_bytes: u64,
+    /// Bytes of the segment files on disk.
+    pub disk_bytes: u64,
+    /// `disk_bytes / logical_bytes` (0 for an empty store): the space
+    /// amplification. Overwritten and removed records count on disk until
+    /// compaction reclaims them.
+    pub space_amplification: f64,
+    /// Bytes of memory held by the hash index's tables.
+    pub index_bytes: usize,
+    /// `index_bytes / keys` (0 for an empty store).
+    pub index_bytes_per_key: f64,
+    /// Bytes of memory held by the hot tier's resident pages.
+    pub hot_bytes: usize,
+}
+
+impl Stats {
+    pub(crate) fn new(totals: Totals, disk_bytes: u64, hot_bytes: usize) -> Stats {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        Stats {
+            keys: totals.keys,
+            logical_bytes: totals.logical_bytes,
+            live_record_bytes: totals.record_bytes,
+            disk_bytes,
+            space_amplification: ratio(disk_bytes as f64, totals.logical_bytes as f64),
+            index_bytes: totals.index_bytes,
+            index_bytes_per_key: ratio(totals.index_bytes as f64, totals.keys as f64),
+            hot_bytes,
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Atomic update, compare-and-swap, batches, expiry, iteration, scan,
+//! backup and stats.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use emberkv::{Db, Error, Options, WriteBatch};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn open(dir: &std::path::Path) -> emberkv::Result<Db> {
+    Db::open(dir, Options::default())
+}
+
+#[test]
+fn concurrent_increments_are_never_lost() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..10_000 {
+                    db.update(b"counter", |old| {
+                        let n = old.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+                        Some((n + 1).to_le_bytes().to_vec())
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let read = |db: &Db| -> emberkv::Result<u64> {
+        Ok(u64::from_le_bytes(
+            db.get(b"counter")?.unwrap().try_into().unwrap(),
+        ))
+    };
+    assert_eq!(read(&db)?, 80_000);
+    db.close()?;
+    assert_eq!(read(&open(dir.path())?)?, 80_000);
+    Ok(())
+}
+
+#[test]
+fn update_can_create_read_and_remove() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    assert_eq!(
+        db.update(b"k", |old| {
+            assert_eq!(old, None);
+            Some(b"one".to_vec())
+        })?,
+        Some(b"one".to_vec())
+    );
+    assert_eq!(
+        db.update(b"k", |old| old.map(|v| [v, b"+two"].concat()))?,
+        Some(b"one+two".to_vec())
+    );
+    assert_eq!(db.update(b"k", |_| None)?, None);
+    assert_eq!(db.get(b"k")?, None);
+    assert!(db.is_empty());
+    let too_big = db.update(b"k", |_| Some(vec![0; emberkv::MAX_VALUE_BYTES + 1]));
+    assert!(matches!(too_big, Err(Error::ValueTooLarge { .. })));
+    assert_eq!(db.get(b"k")?, None);
+    Ok(())
+}
+
+#[test]
+fn compare_and_swap_checks_the_current_value() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    assert!(db.compare_and_swap(b"k", None, Some(b"v1"))?);
+    assert!(!db.compare_and_swap(b"k", None, Some(b"v2"))?);
+    assert!(!db.compare_and_swap(b"k", Some(b"v0"), Some(b"v2"))?);
+    assert_eq!(db.get(b"k")?.as_deref(), Some(&b"v1"[..]));
+    assert!(db.compare_and_swap(b"k", Some(b"v1"), Some(b"v2"))?);
+    assert!(db.compare_and_swap(b"k", Some(b"v2"), None)?);
+    assert_eq!(db.get(b"k")?, None);
+    Ok(())
+}
+
+#[test]
+fn batches_apply_all_and_last_write_per_key_wins() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert(b"gone", b"x")?;
+    let mut batch = WriteBatch::new();
+    for i in 0..1000u32 {
+        batch.insert(&i.to_le_bytes(), &[i as u8; 100]);
+    }
+    batch.insert(b"twice", b"first").insert(b"twice", b"second");
+    batch.insert(b"short-lived", b"x").remove(b"short-lived");
+    batch.remove(b"gone").remove(b"never-there");
+    assert_eq!(batch.len(), 1006);
+    db.apply_batch(&batch)?;
+    let check = |db: &Db| -> TestResult {
+        assert_eq!(db.len(), 1001);
+        assert_eq!(db.get(b"twice")?.as_deref(), Some(&b"second"[..]));
+        assert_eq!(db.get(b"short-lived")?, None);
+        assert_eq!(db.get(b"gone")?, None);
+        assert_eq!(db.get(&999u32.to_le_bytes())?, Some(vec![231; 100]));
+        Ok(())
+    };
+    check(&db)?;
+    db.close()?;
+    check(&open(dir.path())?)?;
+    Ok(())
+}
+
+#[test]
+fn a_batch_larger_than_a_page_and_an_oversize_batch() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().segment_bytes(2 << 20))?;
+    let mut batch = WriteBatch::new();
+    for i in 0..600u32 {
+        batch.insert(&i.to_le_bytes(), &vec![7u8; 2000]);
+    }
+    db.apply_batch(&batch)?;
+    let mut huge = WriteBatch::new();
+    for i in 0..2000u32 {
+        huge.insert(&(i + 10_000).to_le_bytes(), &vec![1u8; 2000]);
+    }
+    assert!(matches!(
+        db.apply_batch(&huge),
+        Err(Error::BatchTooLarge { .. })
+    ));
+    assert_eq!(db.len(), 600);
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.len(), 600);
+    assert_eq!(db.get(&599u32.to_le_bytes())?, Some(vec![7u8; 2000]));
+    Ok(())
+}
+
+#[test]
+fn expired_keys_are_never_returned_from_memory_or_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert_with_ttl(b"short", b"v", Duration::from_millis(30))?;
+    db.insert_with_ttl(b"long", b"v", Duration::from_secs(3600))?;
+    db.insert(b"forever", b"v")?;
+    db.insert_with_expiry(b"past", b"v", SystemTime::now() - Duration::from_secs(1))?;
+    assert_eq!(db.get(b"past")?, None);
+    assert!(db.get(b"short")?.is_some());
+    let ttl = db.ttl(b"long")?.unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(3590) && ttl <= Duration::from_secs(3600));
+    assert_eq!(db.ttl(b"forever")?, Some(None));
+    assert_eq!(db.ttl(b"missing")?, None);
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(db.get(b"short")?, None);
+    assert!(!db.contains_key(b"short")?);
+    assert_eq!(db.ttl(b"short")?, None);
+    assert!(!db.remove(b"short")?);
+    db.close()?;
+    let db = open(dir.path())?;
+    assert_eq!(db.get(b"short")?, None);
+    assert_eq!(db.get(b"past")?, None);
+    assert_eq!(db.get(b"long")?.as_deref(), Some(&b"v"[..]));
+    let keys: HashSet<Vec<u8>> = db.keys().collect::<Result<_, _>>()?;
+    assert_eq!(keys, HashSet::from([b"long".to_vec(), b"forever".to_vec()]));
+    Ok(())
+}
+
+#[test]
+fn expire_persist_and_update_keep_or_change_the_ttl() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert(b"k", b"1")?;
+    assert!(!db.persist(b"k")?);
+    assert!(db.expire(b"k", Duration::from_secs(100))?);
+    assert!(!db.expire(b"missing", Duration::from_secs(100))?);
+    db.update(b"k", |_| Some(b"2".to_vec()))?;
+    assert!(db.ttl(b"k")?.unwrap().is_some(), "update keeps the ttl");
+    assert!(db.persist(b"k")?);
+    assert_eq!(db.ttl(b"k")?, Some(None));
+    assert!(db.expire(b"k", Duration::ZERO)?);
+    assert_eq!(db.get(b"k")?, None);
+    db.insert_with_ttl(b"j", b"v", Duration::from_secs(100))?;
+    db.insert(b"j", b"w")?;
+    assert_eq!(db.ttl(b"j")?, Some(None), "insert clears the ttl");
+    Ok(())
+}
+
+#[test]
+fn iteration_returns_every_stable_key_once_while_writes_go_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().key_capacity(16))?;
+    for i in 0..5_000u32 {
+        db.insert(format!("stable{i}").as_bytes(), &i.to_le_bytes())?;
+    }
+    let seen = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            // Grows the index shards and churns other keys meanwhile.
+            for i in 0..20_000u32 {
+                db.insert(format!("churn{i}").as_bytes(), b"x").unwrap();
+                if i % 3 == 0 {
+                    db.remove(format!("churn{}", i / 2).as_bytes()).unwrap();
+                }
+            }
+        });
+        let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+        for item in db.iter() {
+            let (k, v) = item.unwrap();
+            if k.starts_with(b"stable") {
+                let i: u32 = std::str::from_utf8(&k[6..]).unwrap().parse().unwrap();
+                assert_eq!(v, i.to_le_bytes());
+            }
+            *seen.entry(k).or_default() += 1;
+        }
+        writer.join().unwrap();
+        seen
+    });
+    for i in 0..5_000u32 {
+        assert_eq!(
+            seen.get(format!("stable{i}").as_bytes()),
+            Some(&1),
+            "stable{i}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn scan_cursor_visits_every_key_across_calls_and_growth() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().key_capacity(16))?;
+    for i in 0..3_000u32 {
+        db.insert(&i.to_le_bytes(), b"v")?;
+    }
+    let mut found = HashSet::new();
+    let mut cursor = 0;
+    let mut calls = 0;
+    loop {
+        let (keys, next) = db.scan(cursor, 10)?;
+        found.extend(keys);
+        calls += 1;
+        if calls == 50 {
+            for i in 3_000..20_000u32 {
+                db.insert(&i.to_le_bytes(), b"grow")?;
+            }
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    assert!(calls > 100);
+    for i in 0..3_000u32 {
+        assert!(found.contains(&i.to_le_bytes()[..]), "key {i} missed");
+    }
+    let (_, next) = db.scan(u64::MAX, 10)?;
+    assert_ne!(next, u64::MAX, "a garbage cursor still makes progress");
+    Ok(())
+}
+
+#[test]
+fn backup_is_a_consistent_store_of_its_own() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let backup_dir = tempfile::tempdir()?;
+    let dest = backup_dir.path().join("copy");
+    let db = Db::open(dir.path(), Options::default().segment_bytes(1 << 20))?;
+    let mut expected = HashMap::new();
+    for i in 0..3_000u32 {
+        let v = vec![(i % 256) as u8; 500 + (i % 700) as usize];
+        db.insert(&i.to_le_bytes(), &v)?;
+        expected.insert(i.to_le_bytes().to_vec(), v);
+    }
+    db.remove(&5u32.to_le_bytes())?;
+    expected.remove(&5u32.to_le_bytes()[..]);
+    db.backup(&dest)?;
+    db.insert(b"after backup", b"not in the copy")?;
+    assert!(matches!(db.backup(&dest), Err(Error::InvalidOptions(_))));
+    let copy = Db::open(&dest, Options::default())?;
+    assert_eq!(copy.len(), expected.len());
+    for (k, v) in &expected {
+        assert_eq!(copy.get(k)?.as_ref(), Some(v));
+    }
+    assert_eq!(copy.get(b"after backup")?, None);
+    Ok(())
+}
+
+#[test]
+fn stats_count_keys_bytes_and_garbage() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    for i in 0..1_000u32 {
+        db.insert(&i.to_le_bytes(), &[1u8; 96])?;
+    }
+    db.sync()?;
+    let s = db.stats()?;
+    assert_eq!(s.keys, 1_000);
+    assert_eq!(s.logical_bytes, 100_000);
+    assert_eq!(s.live_record_bytes, 116_000);
+    assert!(s.disk_bytes >= 116_000);
+    assert!(s.index_bytes > 0 && s.hot_bytes > 0);
+    for i in 0..1_000u32 {
+        db.insert(&i.to_le_bytes(), &[2u8; 96])?;
+    }
+    db.sync()?;
+    let after = db.stats()?;
+    assert_eq!(after.logical_bytes, 100_000);
+    assert!(after.space_amplification > 2.0 * s.space_amplification * 0.9);
+    db.close()?;
+    let reopened = open(dir.path())?.stats()?;
+    assert_eq!(reopened.keys, 1_000);
+    assert_eq!(reopened.logical_bytes, 100_000);
+    assert_eq!(reopened.live_record_bytes, 116_000);
+    Ok(())
+}
