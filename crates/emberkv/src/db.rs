@@ -104,7 +104,7 @@ impl Db {
         let hasher = hasher(meta.hash_seed);
         let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
         let index = Index::with_capacity(options.key_capacity);
-        let tail = recovery::replay(&storage, &index, &hasher)?;
+        let tail = recovery::replay(&storage, &index, &hasher, recovery::Mode::Repair)?;
         let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         Ok(Db {

@@ -44,6 +44,7 @@
 
 mod backup;
 mod batch;
+mod check;
 mod clock;
 mod db;
 mod error;
@@ -59,6 +60,7 @@ mod stats;
 mod storage;
 
 pub use batch::WriteBatch;
+pub use check::{CheckReport, check};
 pub use db::Db;
 pub use error::{Error, Result};
 pub use iter::Iter;

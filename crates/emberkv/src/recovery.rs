@@ -12,6 +12,7 @@
 //! A newest segment that holds no more than a damaged header (a crash while
 //! creating it) is re-created empty.
 
+use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, shard_of};
 use crate::log::{PAGE_BYTES, read_cold};
@@ -55,23 +56,53 @@ impl Chunk {
     }
 }
 
+/// How replay treats damage.
+pub(crate) enum Mode<'a> {
+    /// Open: cut a torn tail off (truncating the file), fail on other
+    /// damage.
+    Repair,
+    /// Check: change nothing; note every problem in the report and go on.
+    Check(&'a mut CheckReport),
+}
+
+impl Mode<'_> {
+    /// Fails with `err` when repairing; notes it when checking.
+    fn problem(&mut self, err: Error) -> Result<()> {
+        match self {
+            Mode::Repair => Err(err),
+            Mode::Check(report) => {
+                report.problems.push(err.to_string());
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Replays the store's segments into `index` and returns the log tail (the
 /// address the next record goes to).
 ///
 /// # Errors
-/// [`Error::Corruption`] for damage outside the newest segment's tail or a
-/// missing segment; [`Error::IncompatibleFormat`]; I/O errors.
-pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> Result<u64> {
+/// When repairing: [`Error::Corruption`] for damage outside the newest
+/// segment's tail or a missing segment; [`Error::IncompatibleFormat`]; I/O
+/// errors. When checking, only I/O errors.
+pub(crate) fn replay(
+    storage: &Segments,
+    index: &Index,
+    hasher: &KeyHasher,
+    mut mode: Mode<'_>,
+) -> Result<u64> {
     let segments = storage.list()?;
     let Some(&newest) = segments.last() else {
-        storage.create(0)?;
+        if let Mode::Repair = mode {
+            storage.create(0)?;
+        }
         return Ok(SEGMENT_HEADER_BYTES);
     };
-    if let Some(w) = segments.windows(2).find(|w| w[1] != w[0] + 1) {
-        return Err(Error::corruption(
+    for w in segments.windows(2).filter(|w| w[1] != w[0] + 1) {
+        mode.problem(Error::corruption(
             storage.segment_start(w[0] + 1),
             format!("segment file {} is missing", w[0] + 1),
-        ));
+        ))?;
     }
     let mut chunk = Chunk {
         addr: 0,
@@ -82,21 +113,27 @@ pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> R
     for seg in segments {
         let start = storage.segment_start(seg);
         let end = start + storage.file_len(seg)?;
+        if let Mode::Check(report) = &mut mode {
+            report.segments += 1;
+        }
         let header_ok = chunk.cover(storage, start, SEGMENT_HEADER_BYTES as usize, end)?;
         let checked = if header_ok {
             storage.check_header(seg, chunk.slice(start, SEGMENT_HEADER_BYTES as usize))
         } else {
             Err(Error::corruption(start, "segment header truncated"))
         };
-        match checked {
-            Ok(()) => {}
-            Err(Error::Corruption { .. })
+        match (checked, &mode) {
+            (Ok(()), _) => {}
+            (Err(Error::Corruption { .. }), Mode::Repair)
                 if seg == newest && end <= start + SEGMENT_HEADER_BYTES =>
             {
                 storage.create(seg)?;
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }
-            Err(e) => return Err(e),
+            (Err(e), _) => {
+                mode.problem(e)?;
+                continue;
+            }
         }
         let mut pos = start + SEGMENT_HEADER_BYTES;
         // Records of a batch whose last record has not been read yet.
@@ -115,6 +152,11 @@ pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> R
                     }
                     batch.push(pos);
                     pos += header.total_len() as u64;
+                    if let Mode::Check(report) = &mut mode {
+                        report.records += 1;
+                        report.tombstones += u64::from(header.is_tombstone());
+                        report.bytes_checked += header.total_len() as u64;
+                    }
                     if !header.continues_batch() {
                         for addr in batch.drain(..) {
                             apply(storage, index, hasher, &chunk, &mut scratch, addr)?;
@@ -126,13 +168,20 @@ pub(crate) fn replay(storage: &Segments, index: &Index, hasher: &KeyHasher) -> R
         };
         if torn {
             let cut = if batch.is_empty() { pos } else { batch_start };
-            if seg != newest {
-                return Err(Error::corruption(
+            match &mut mode {
+                Mode::Repair if seg == newest => storage.truncate(seg, cut)?,
+                Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
+                    cut,
+                    format!(
+                        "torn or corrupt tail of {} bytes in the newest segment (open cuts it off)",
+                        end - cut
+                    ),
+                ))?,
+                _ => mode.problem(Error::corruption(
                     cut,
                     "invalid record before the end of a sealed segment",
-                ));
+                ))?,
             }
-            storage.truncate(seg, cut)?;
             pos = cut;
         }
         tail = pos;

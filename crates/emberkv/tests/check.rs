@@ -1,0 +1,81 @@
+//! `emberkv::check`: read-only verification.
+
+use emberkv::{Db, Error, Options, check};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn build(dir: &std::path::Path) -> TestResult {
+    let db = Db::open(dir, Options::default().segment_bytes(1 << 20))?;
+    for i in 0..3_000u32 {
+        db.insert(&i.to_le_bytes(), &vec![(i % 251) as u8; 1000])?;
+    }
+    for i in (0..3_000u32).step_by(10) {
+        db.remove(&i.to_le_bytes())?;
+    }
+    db.close()?;
+    Ok(())
+}
+
+#[test]
+fn a_clean_store_is_sound_and_check_changes_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    let before = std::fs::read(dir.path().join("000000000001.seg"))?;
+    let report = check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+    assert_eq!(report.keys, 2_700);
+    assert_eq!(report.records, 3_300);
+    assert_eq!(report.tombstones, 300);
+    assert!(report.segments >= 3);
+    assert_eq!(std::fs::read(dir.path().join("000000000001.seg"))?, before);
+    Ok(())
+}
+
+#[test]
+fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    let seg = dir.path().join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    bytes[5_000] ^= 0x40;
+    std::fs::write(&seg, &bytes)?;
+    let newest = std::fs::read_dir(dir.path())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .unwrap();
+    let len = std::fs::metadata(&newest)?.len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)?
+        .set_len(len - 7)?;
+    let report = check(dir.path())?;
+    assert!(!report.is_sound());
+    assert!(
+        report.problems.iter().any(|p| p.contains("sealed segment")),
+        "{report}"
+    );
+    assert!(
+        report.problems.iter().any(|p| p.contains("torn")),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::metadata(&newest)?.len(),
+        len - 7,
+        "check must not repair"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_store_open_elsewhere_is_locked_and_a_missing_store_is_an_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert!(matches!(check(dir.path()), Err(Error::Locked { .. })));
+    drop(db);
+    assert!(check(dir.path())?.is_sound());
+    let empty = tempfile::tempdir()?;
+    assert!(check(empty.path()).is_err());
+    assert!(!empty.path().join("emberkv.meta").exists());
+    Ok(())
+}
