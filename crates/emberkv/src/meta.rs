@@ -20,6 +20,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -82,10 +83,17 @@ impl Meta {
     }
 }
 
+/// How long [`lock`] keeps trying before it reports [`Error::Locked`]: a
+/// lock just released can stay held for a moment by a child process that
+/// another thread forked before it execs (the child shares the open file
+/// description until exec closes it).
+const LOCK_PATIENCE: Duration = Duration::from_millis(200);
+
 /// Takes the store's exclusive lock, creating the directory if needed.
 ///
 /// # Errors
-/// [`Error::Locked`] when another handle holds it.
+/// [`Error::Locked`] when another handle holds it for longer than
+/// [`LOCK_PATIENCE`].
 pub(crate) fn lock(dir: &Path) -> Result<File> {
     fs::create_dir_all(dir)?;
     let file = OpenOptions::new()
@@ -93,12 +101,20 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: dir.to_path_buf(),
-        }),
-        Err(fs::TryLockError::Error(e)) => Err(e.into()),
+    let give_up = Instant::now() + LOCK_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, shard_of};
-use crate::log::{PAGE_BYTES, read_cold};
+use crate::log::read_cold;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 
@@ -94,10 +94,13 @@ pub(crate) fn replay(
     let segments = storage.list()?;
     let Some(&newest) = segments.last() else {
         if let Mode::Repair = mode {
-            storage.create(0)?;
+            storage.create(0, 0)?;
         }
         return Ok(SEGMENT_HEADER_BYTES);
     };
+    if segments[0] != 0 {
+        mode.problem(Error::corruption(0, "segment file 0 is missing"))?;
+    }
     for w in segments.windows(2).filter(|w| w[1] != w[0] + 1) {
         mode.problem(Error::corruption(
             storage.segment_start(w[0] + 1),
@@ -110,6 +113,8 @@ pub(crate) fn replay(
     };
     let mut scratch = Vec::new();
     let mut tail = 0;
+    // Where the previous segment's records ended (its length), if read.
+    let mut prev_end: Option<u64> = None;
     for seg in segments {
         let start = storage.segment_start(seg);
         let end = start + storage.file_len(seg)?;
@@ -122,12 +127,24 @@ pub(crate) fn replay(
         } else {
             Err(Error::corruption(start, "segment header truncated"))
         };
+        let prev = prev_end.take();
         match (checked, &mode) {
-            (Ok(()), _) => {}
+            (Ok(prev_len), _) => {
+                if let Some(prev) = prev.filter(|&p| p != prev_len) {
+                    mode.problem(Error::corruption(
+                        storage.segment_start(seg - 1) + prev.min(prev_len),
+                        format!(
+                            "segment {} holds {prev} bytes of records but segment {seg} \
+                             records that it was sealed at {prev_len}",
+                            seg - 1
+                        ),
+                    ))?;
+                }
+            }
             (Err(Error::Corruption { .. }), Mode::Repair)
                 if seg == newest && end <= start + SEGMENT_HEADER_BYTES =>
             {
-                storage.create(seg)?;
+                storage.create(seg, prev.unwrap_or(0))?;
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }
             (Err(e), _) => {
@@ -184,6 +201,7 @@ pub(crate) fn replay(
             }
             pos = cut;
         }
+        prev_end = Some(pos - start);
         tail = pos;
     }
     Ok(tail)
@@ -209,11 +227,7 @@ fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Res
     };
     let total = header.total_len();
     let next = pos + total as u64;
-    // The appender leaves either no room or room for a pad in a page after
-    // each append (a single record or a whole batch).
-    let room = next.next_multiple_of(PAGE_BYTES as u64) - next;
-    let ends_run = header.is_pad() || !header.continues_batch();
-    if ends_run && room != 0 && room < HEADER_BYTES as u64 || next > end {
+    if next > end {
         return Ok(Next::Invalid);
     }
     if header.is_pad() {

@@ -11,11 +11,15 @@
 //! | 12     | 4    | log2 of the segment size                |
 //! | 16     | 8    | segment number                          |
 //! | 24     | 8    | store id (from the store's meta file)   |
-//! | 32     | 28   | reserved, zero                          |
+//! | 32     | 8    | length of the previous segment's file   |
+//! | 40     | 20   | reserved, zero                          |
 //! | 60     | 4    | CRC32C of bytes 0..60                   |
 //!
 //! The byte at file offset `o` of segment `s` holds log address
-//! `s << segment_bits | o`.
+//! `s << segment_bits | o`. The previous segment's length (0 for the
+//! first) is known when a segment is created, since the appender never
+//! writes to a segment again once it moved on; recovery checks it, so a
+//! sealed segment cut at a record boundary is detected.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -112,9 +116,9 @@ impl Segments {
     }
 
     /// Creates segment `seg` (or resets a file holding less than a header)
-    /// with a fresh header, and makes the file and its directory entry
-    /// durable.
-    pub(crate) fn create(&self, seg: u64) -> Result<Arc<File>> {
+    /// with a fresh header recording `prev_len`, the previous segment's
+    /// length, and makes the file and its directory entry durable.
+    pub(crate) fn create(&self, seg: u64, prev_len: u64) -> Result<Arc<File>> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -128,7 +132,7 @@ impl Segments {
             ));
         }
         file.set_len(0)?;
-        file.write_all_at(&self.header(seg), 0)?;
+        file.write_all_at(&self.header(seg, prev_len), 0)?;
         file.sync_all()?;
         sync_dir(&self.dir)?;
         let file = Arc::new(file);
@@ -136,38 +140,48 @@ impl Segments {
         Ok(file)
     }
 
-    /// Opens segment `seg`, creating it if it does not exist yet.
-    pub(crate) fn open_or_create(&self, seg: u64) -> Result<Arc<File>> {
+    /// Opens segment `seg`, creating it with `prev_len()` as the previous
+    /// segment's length if it does not exist yet.
+    pub(crate) fn open_or_create(
+        &self,
+        seg: u64,
+        prev_len: impl FnOnce() -> u64,
+    ) -> Result<Arc<File>> {
         match self.open(seg) {
             Ok(f) => Ok(f),
-            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => self.create(seg),
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                self.create(seg, prev_len())
+            }
             Err(e) => Err(e),
         }
     }
 
-    fn header(&self, seg: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    fn header(&self, seg: u64, prev_len: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
         let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
         h[0..8].copy_from_slice(SEGMENT_MAGIC);
         h[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
         h[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
         h[16..24].copy_from_slice(&seg.to_le_bytes());
         h[24..32].copy_from_slice(&self.store_id.to_le_bytes());
+        h[32..40].copy_from_slice(&prev_len.to_le_bytes());
         let crc = crc32c::crc32c(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         h
     }
 
-    /// Checks the header of segment `seg` read from `bytes`.
+    /// Checks the header of segment `seg` read from `bytes` and returns
+    /// the previous segment's length it records.
     ///
     /// # Errors
     /// [`Error::Corruption`] naming the segment's first address when the
     /// header does not belong to this segment of this store.
-    pub(crate) fn check_header(&self, seg: u64, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn check_header(&self, seg: u64, bytes: &[u8]) -> Result<u64> {
         let at = self.segment_start(seg);
         if bytes.len() < SEGMENT_HEADER_BYTES as usize {
             return Err(Error::corruption(at, "segment header truncated"));
         }
-        if bytes[..64] != self.header(seg) {
+        let prev_len = u64::from_le_bytes(bytes[32..40].try_into().expect("8 bytes"));
+        if bytes[..64] != self.header(seg, prev_len) {
             let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
             let crc_ok = crc32c::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
             if crc_ok && &bytes[..8] == SEGMENT_MAGIC && version != crate::FORMAT_VERSION {
@@ -181,7 +195,7 @@ impl Segments {
                 "segment header is damaged or belongs to another store",
             ));
         }
-        Ok(())
+        Ok(prev_len)
     }
 
     /// Reads into `buf` from log address `addr`; returns the bytes read,

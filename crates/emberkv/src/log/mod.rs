@@ -26,6 +26,7 @@
 
 mod page;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -79,6 +80,9 @@ pub(crate) struct Log {
     flushed: AtomicU64,
     durable: AtomicU64,
     flush_cursor: Mutex<FlushCursor>,
+    /// For each segment the appender moved into but the flusher has not
+    /// created yet: the length of the segment before it, for its header.
+    sealed_lengths: Mutex<HashMap<u64, u64>>,
     /// Whether a group-commit leader is flushing; waiters sleep on `committed`.
     commit_leader: Mutex<bool>,
     committed: Condvar,
@@ -92,16 +96,29 @@ pub(crate) struct Log {
 impl Log {
     /// A log whose records end at `tail`, all of it already durable.
     pub(crate) fn new(storage: Segments, hot_bytes: usize, tail: u64) -> Log {
-        let seg_start = storage.segment_start(storage.segment_of(tail));
+        let seg = storage.segment_of(tail);
+        let seg_start = storage.segment_start(seg);
         let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
-        let page = Arc::new(Page::new(page_floor(tail), tail, PAGE_BYTES));
+        let start = page_floor(tail);
+        // The recovered tail may leave less room than a pad before the next
+        // page boundary (after a record that had a large page to itself);
+        // then the first page is two pages long, unless the segment ends
+        // there and the next append moves to the next segment anyway.
+        let room = start + PAGE_BYTES as u64 - tail;
+        let fits_double = storage.segment_of(start + 2 * PAGE_BYTES as u64 - 1) == seg;
+        let len = if room > 0 && room < HEADER_BYTES as u64 && fits_double {
+            2 * PAGE_BYTES
+        } else {
+            PAGE_BYTES
+        };
+        let page = Arc::new(Page::new(start, tail, len));
         Log {
             storage,
             hot_bytes,
             appender: Mutex::new(Appender {
                 tail,
                 page: Arc::clone(&page),
-                resident_bytes: PAGE_BYTES,
+                resident_bytes: len,
             }),
             pages: ArcSwap::from_pointee(vec![page]),
             tail: AtomicU64::new(tail),
@@ -110,6 +127,7 @@ impl Log {
             flush_cursor: Mutex::new(FlushCursor {
                 dirty_segment: None,
             }),
+            sealed_lengths: Mutex::new(HashMap::new()),
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -191,18 +209,12 @@ impl Log {
         if fits(room, len) {
             return Ok(a.tail);
         }
-        if room > 0 {
+        if room >= HEADER_BYTES as u64 {
             // SAFETY: append lock held; the range is above the published tail.
             unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
             a.tail = a.page.end();
             self.tail.store(a.tail, Ordering::Release);
         }
-        let mut start = a.page.end();
-        let mut skip = if self.storage.segment_start(self.storage.segment_of(start)) == start {
-            SEGMENT_HEADER_BYTES
-        } else {
-            0
-        };
         let page_len = |skip: u64| {
             let need = skip + len;
             let page = PAGE_BYTES as u64;
@@ -212,12 +224,19 @@ impl Log {
                 (need + HEADER_BYTES as u64).next_multiple_of(page)
             }
         };
-        let mut bytes = page_len(skip);
-        let seg = self.storage.segment_of(start);
-        if self.storage.segment_of(start + bytes - 1) != seg {
+        let seg = self.storage.segment_of(a.page.start());
+        let mut start = a.page.end();
+        let mut bytes = page_len(0);
+        // Less room than a pad is left only at a segment's end (see
+        // `Log::new`): the segment then ends at the tail.
+        let same_segment = a.tail == a.page.end()
+            && self.storage.segment_of(start) == seg
+            && self.storage.segment_of(start + bytes - 1) == seg;
+        if !same_segment {
             start = self.storage.segment_start(seg + 1);
-            skip = SEGMENT_HEADER_BYTES;
-            bytes = page_len(skip);
+            bytes = page_len(SEGMENT_HEADER_BYTES);
+            let sealed_len = a.tail - self.storage.segment_start(seg);
+            self.sealed_lengths.lock().insert(seg + 1, sealed_len);
         }
         if start + bytes >= crate::index::MAX_ADDRESS {
             return Err(Error::Io(std::io::Error::other(
@@ -225,12 +244,17 @@ impl Log {
             )));
         }
         self.make_room(a, bytes as usize)?;
-        let page = Arc::new(Page::new(start, start + skip, bytes as usize));
+        let mem_start = if same_segment {
+            start
+        } else {
+            start + SEGMENT_HEADER_BYTES
+        };
+        let page = Arc::new(Page::new(start, mem_start, bytes as usize));
         let mut pages = Vec::clone(&self.pages.load());
         pages.push(Arc::clone(&page));
         self.pages.store(Arc::new(pages));
         a.page = page;
-        a.tail = start + skip;
+        a.tail = mem_start;
         a.resident_bytes += bytes as usize;
         self.page_sealed.notify_one();
         Ok(a.tail)
@@ -280,7 +304,9 @@ impl Log {
                         .sync(cursor.dirty_segment.take().expect("some"))?;
                 }
                 if cursor.dirty_segment.is_none() {
-                    self.storage.open_or_create(seg)?;
+                    self.storage.open_or_create(seg, || {
+                        self.sealed_lengths.lock().remove(&seg).unwrap_or(0)
+                    })?;
                 }
                 // SAFETY: `lo..hi` is below the `Acquire`-loaded tail, so it
                 // was fully written and is never written again.
