@@ -1,0 +1,423 @@
+//! `emberkv`: the admin command line of an emberkv store.
+//!
+//! Run `emberkv --help` for the commands, their exit codes and the
+//! export/import format.
+
+mod hex;
+mod jsonl;
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use emberkv::{Db, MAX_KEY_BYTES, MAX_VALUE_BYTES, Options};
+
+use crate::jsonl::Record;
+
+/// The file every emberkv store directory holds (its format metadata).
+const META_FILE: &str = "emberkv.meta";
+
+/// Exit code of a command that found no such key, or a store with problems.
+const EXIT_NEGATIVE: u8 = 1;
+/// Exit code of an error (clap uses it for usage errors too).
+const EXIT_ERROR: u8 = 2;
+
+const AFTER_HELP: &str = "\
+The store:
+  STORE_DIR comes first, before the command. Every command except `insert`
+  and `import` needs an existing store there; those two create one (with
+  default options) when the directory holds none. A store is opened with an
+  exclusive lock: a store in use by a running process is reported as locked.
+
+Exit status:
+  0  success
+  1  `get` or `remove`: no such key; `check`: the store has problems
+  2  an error: bad usage, a store that cannot be opened or is locked,
+     an I/O failure, malformed import input
+
+Export format (JSON Lines, one object per live key, in no particular order):
+  {\"key\": K, \"value\": V, \"expires_at_ms\": N}
+  K and V are JSON strings when the bytes are valid UTF-8, otherwise
+  {\"base64\": \"...\"} (standard alphabet, padded); expires_at_ms (Unix time in
+  milliseconds) is present only for a key with an expiry.";
+
+/// Administers the emberkv store in STORE_DIR.
+#[derive(Debug, Parser)]
+#[command(name = "emberkv", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// The store's directory.
+    #[arg(value_name = "STORE_DIR")]
+    store: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the value of KEY to stdout as raw bytes, with no newline added
+    /// (exit 1 if absent).
+    Get {
+        /// The key (UTF-8, or hex with --hex).
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        /// Give KEY as hex, and print the value as hex followed by a newline.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Insert VALUE under KEY, replacing any previous value and expiry.
+    Insert {
+        /// The key (UTF-8, or hex with --hex).
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        /// The value (UTF-8, or hex with --hex).
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// Expire the key this many seconds from now.
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        ttl: Option<u64>,
+        /// Give KEY and VALUE as hex.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Remove KEY (exit 1 if absent).
+    Remove {
+        /// The key (UTF-8, or hex with --hex).
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        /// Give KEY as hex.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Print the store's size and memory counters.
+    ///
+    /// The memory figures (index and hot-tier bytes) are those of this
+    /// command's own opening of the store.
+    Stats {
+        /// Print one JSON object instead of text lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify every record's checksum and the index against the log,
+    /// without changing anything (exit 0 if sound, 1 if problems are found,
+    /// 2 if the check could not run).
+    Check,
+    /// Write a consistent copy of the store to DEST, a new or empty
+    /// directory.
+    Backup {
+        /// The directory to create the copy in.
+        dest: PathBuf,
+    },
+    /// Write every live key, its value and its expiry as JSON Lines (format
+    /// below) to FILE, or to stdout.
+    Export {
+        /// The file to write (created or truncated); stdout when absent.
+        file: Option<PathBuf>,
+    },
+    /// Insert the records of a JSON Lines export from FILE, or from stdin.
+    ///
+    /// The whole input is read and checked first (JSON syntax, fields,
+    /// base64, key and value size limits): if any line is malformed, the
+    /// error names its line number and nothing at all is imported. Then the
+    /// records are inserted in input order, with their expiry (a later line
+    /// for the same key wins; an expiry already past leaves the key absent);
+    /// keys not in the input are left as they are. Blank lines are skipped.
+    /// Should the store fail partway through the writes (say, a full disk),
+    /// the records before the failing one stay imported and the error says
+    /// how many.
+    Import {
+        /// The file to read; stdin when absent.
+        file: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Runs one command; `Err` is an error to report, `Ok` the exit code.
+fn run(cli: Cli) -> Result<ExitCode> {
+    let store = cli.store.as_path();
+    match cli.command {
+        Command::Get { key, hex } => {
+            let bytes = arg_bytes(&key, hex, "KEY")?;
+            let db = open(store)?;
+            let value = db.get(&bytes)?;
+            db.close()?;
+            let Some(value) = value else {
+                eprintln!("key not found: {key}");
+                return Ok(ExitCode::from(EXIT_NEGATIVE));
+            };
+            let mut out = io::stdout().lock();
+            if hex {
+                writeln!(out, "{}", hex::encode(&value))?;
+            } else {
+                out.write_all(&value)?;
+            }
+            out.flush()?;
+        }
+        Command::Insert {
+            key,
+            value,
+            ttl,
+            hex,
+        } => {
+            let (key, value) = (
+                arg_bytes(&key, hex, "KEY")?,
+                arg_bytes(&value, hex, "VALUE")?,
+            );
+            let db = open_or_create(store)?;
+            match ttl {
+                Some(secs) => db.insert_with_ttl(&key, &value, Duration::from_secs(secs))?,
+                None => db.insert(&key, &value)?,
+            }
+            db.close()?;
+        }
+        Command::Remove { key, hex } => {
+            let bytes = arg_bytes(&key, hex, "KEY")?;
+            let db = open(store)?;
+            let removed = db.remove(&bytes)?;
+            db.close()?;
+            if !removed {
+                eprintln!("key not found: {key}");
+                return Ok(ExitCode::from(EXIT_NEGATIVE));
+            }
+        }
+        Command::Stats { json } => stats(store, json)?,
+        Command::Check => return check(store),
+        Command::Backup { dest } => {
+            let db = open(store)?;
+            db.backup(&dest)
+                .with_context(|| format!("backup to {} failed", dest.display()))?;
+            db.close()?;
+            eprintln!("backed up {} to {}", store.display(), dest.display());
+        }
+        Command::Export { file } => export(store, file.as_deref())?,
+        Command::Import { file } => import(store, file.as_deref())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A key or value argument as bytes: its UTF-8, or the bytes its hex
+/// digits spell when `hex`.
+fn arg_bytes(arg: &str, hex: bool, name: &str) -> Result<Vec<u8>> {
+    if !hex {
+        return Ok(arg.as_bytes().to_vec());
+    }
+    hex::decode(arg).map_err(|e| anyhow::anyhow!("{name} is not valid hex: {e}"))
+}
+
+/// Opens the existing store in `dir`, refusing a directory that holds no
+/// store (rather than creating one there).
+fn open(dir: &Path) -> Result<Db> {
+    require_store(dir)?;
+    open_or_create(dir)
+}
+
+/// Opens the store in `dir`, creating it when the directory holds none.
+fn open_or_create(dir: &Path) -> Result<Db> {
+    Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))
+}
+
+/// Fails unless `dir` holds an emberkv store.
+fn require_store(dir: &Path) -> Result<()> {
+    if !dir.join(META_FILE).is_file() {
+        bail!(
+            "{} is not an emberkv store (it has no {META_FILE} file)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// An engine error from opening or checking the store in `dir`, saying
+/// which store when the engine's message does not.
+fn store_error(e: emberkv::Error, verb: &str, dir: &Path) -> anyhow::Error {
+    match e {
+        emberkv::Error::Locked { .. } => e.into(),
+        _ => anyhow::Error::new(e).context(format!("cannot {verb} store {}", dir.display())),
+    }
+}
+
+/// `stats`: the counters as aligned text lines, or one JSON object.
+fn stats(dir: &Path, json: bool) -> Result<()> {
+    let db = open(dir)?;
+    let s = db.stats()?;
+    db.close()?;
+    let mut out = io::stdout().lock();
+    if json {
+        let object = serde_json::json!({
+            "keys": s.keys,
+            "logical_bytes": s.logical_bytes,
+            "live_record_bytes": s.live_record_bytes,
+            "disk_bytes": s.disk_bytes,
+            "space_amplification": s.space_amplification,
+            "index_bytes": s.index_bytes,
+            "index_bytes_per_key": s.index_bytes_per_key,
+            "hot_bytes": s.hot_bytes,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&object)?)?;
+    } else {
+        let lines: [(&str, String); 8] = [
+            ("keys", s.keys.to_string()),
+            ("logical bytes", s.logical_bytes.to_string()),
+            ("live record bytes", s.live_record_bytes.to_string()),
+            ("disk bytes", s.disk_bytes.to_string()),
+            (
+                "space amplification",
+                format!("{:.2}", s.space_amplification),
+            ),
+            ("index bytes", s.index_bytes.to_string()),
+            (
+                "index bytes per key",
+                format!("{:.1}", s.index_bytes_per_key),
+            ),
+            ("hot tier bytes", s.hot_bytes.to_string()),
+        ];
+        for (name, value) in lines {
+            writeln!(out, "{:<21}{value}", format!("{name}:"))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `check`: prints the report; exit 0 when sound, 1 with problems.
+fn check(dir: &Path) -> Result<ExitCode> {
+    require_store(dir)?;
+    let report = emberkv::check(dir).map_err(|e| store_error(e, "check", dir))?;
+    // The report's Display lists each problem on a line of its own.
+    println!("{report}");
+    Ok(if report.is_sound() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NEGATIVE)
+    })
+}
+
+/// `export`: every live record as a JSON line, to `file` or stdout.
+fn export(dir: &Path, file: Option<&Path>) -> Result<()> {
+    let db = open(dir)?;
+    let (name, sink): (String, Box<dyn Write>) = match file {
+        Some(path) => (
+            path.display().to_string(),
+            Box::new(
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+        ),
+        None => ("stdout".to_owned(), Box::new(io::stdout().lock())),
+    };
+    let mut out = BufWriter::new(sink);
+    let mut count = 0u64;
+    for item in db.iter() {
+        let (key, value) = item?;
+        // `iter` gives no expiry; `None` here means the key expired since
+        // `iter` read it (this process holds the store's only handle).
+        let Some(expiry) = db.expiry(&key)? else {
+            continue;
+        };
+        let record = Record {
+            key,
+            value,
+            expires_at_ms: expiry.map(unix_ms),
+        };
+        writeln!(out, "{}", record.to_line()?)
+            .with_context(|| format!("cannot write to {name}"))?;
+        count += 1;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write to {name}"))?;
+    db.close()?;
+    eprintln!("exported {count} records to {name}");
+    Ok(())
+}
+
+/// `import`: reads and checks every line of `file` (or stdin), then
+/// inserts the records.
+fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
+    let (name, source): (String, Box<dyn BufRead>) = match file {
+        Some(path) => (
+            path.display().to_string(),
+            Box::new(BufReader::new(
+                File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+            )),
+        ),
+        None => ("stdin".to_owned(), Box::new(io::stdin().lock())),
+    };
+    let records = read_records(source, &name)?;
+    let db = open_or_create(dir)?;
+    let mut expired = 0u64;
+    for (done, (line, record)) in records.iter().enumerate() {
+        let written = match record.expires_at_ms {
+            None => db.insert(&record.key, &record.value),
+            Some(ms) => {
+                let at = from_unix_ms(ms);
+                if at <= SystemTime::now() {
+                    expired += 1;
+                }
+                db.insert_with_expiry(&record.key, &record.value, at)
+            }
+        };
+        written.with_context(|| {
+            format!("{name} line {line}: insert failed; the {done} records before it were imported")
+        })?;
+    }
+    db.close()?;
+    eprintln!(
+        "imported {} records from {name} ({expired} already expired)",
+        records.len()
+    );
+    Ok(())
+}
+
+/// Reads and checks every non-blank line of `source`, paired with its
+/// 1-based line number.
+fn read_records(source: impl BufRead, name: &str) -> Result<Vec<(usize, Record)>> {
+    let mut records = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        let n = i + 1;
+        let line = line.with_context(|| format!("{name} line {n}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record = Record::parse(&line).with_context(|| format!("{name} line {n}"))?;
+        if record.key.len() > MAX_KEY_BYTES {
+            bail!(
+                "{name} line {n}: key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",
+                record.key.len()
+            );
+        }
+        if record.value.len() > MAX_VALUE_BYTES {
+            bail!(
+                "{name} line {n}: value of {} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes",
+                record.value.len()
+            );
+        }
+        records.push((n, record));
+    }
+    Ok(records)
+}
+
+/// `at` in Unix ms (the engine's expiry resolution).
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Unix ms `ms` as a [`SystemTime`], as the engine's own clock converts
+/// it (no `u64` of ms overflows a Unix `SystemTime`'s 64-bit seconds).
+fn from_unix_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}

@@ -1,0 +1,438 @@
+//! The `emberkv` binary, driven as a user would: real processes, real
+//! stores in temporary directories, exit codes and output checked.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use emberkv::{Db, Options};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Runs `emberkv STORE ARGS...` with RUST_BACKTRACE=1 (so that a backtrace,
+/// were one printed, would show) and `stdin` as its standard input.
+fn run_with_input<I, S>(store: &Path, args: I, stdin: &[u8]) -> std::io::Result<Output>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emberkv"))
+        .arg(store)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin pipe"))?
+        .write_all(stdin)?;
+    child.wait_with_output()
+}
+
+/// Runs `emberkv STORE ARGS...` with empty standard input.
+fn run<I, S>(store: &Path, args: I) -> std::io::Result<Output>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run_with_input(store, args, b"")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts the exit code, showing the output when it differs.
+fn assert_code(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// Asserts that the command failed with exit code 2 and exactly one line
+/// on stderr, `error: ...` containing `needle`, with no panic or backtrace.
+fn assert_error(out: &Output, needle: &str) {
+    assert_code(out, 2);
+    let err = stderr(out);
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "more than one line: {err}");
+    assert!(err.contains(needle), "{needle:?} not in {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("acktrace"),
+        "{err}"
+    );
+}
+
+/// A store of 3,000 keys with 1,000-byte values in 1 MiB segments (so
+/// three or more segment files), every tenth key removed again.
+fn build_segmented_store(dir: &Path) -> TestResult {
+    let db = Db::open(dir, Options::default().segment_bytes(1 << 20))?;
+    for i in 0..3_000u32 {
+        db.insert(&i.to_le_bytes(), &vec![(i % 251) as u8; 1_000])?;
+    }
+    for i in (0..3_000u32).step_by(10) {
+        db.remove(&i.to_le_bytes())?;
+    }
+    db.close()?;
+    assert!(
+        dir.join("000000000002.seg").is_file(),
+        "fewer than 3 segments"
+    );
+    Ok(())
+}
+
+/// The lines of an export, as a set (exports are in no particular order).
+fn line_set(bytes: &[u8]) -> BTreeSet<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn insert_get_remove_round_trip() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    assert_code(&run(&store, ["insert", "greeting", "hello world"])?, 0);
+    let got = run(&store, ["get", "greeting"])?;
+    assert_code(&got, 0);
+    assert_eq!(got.stdout, b"hello world", "raw value, no newline added");
+
+    assert_code(&run(&store, ["insert", "greeting", "-5"])?, 0);
+    assert_eq!(run(&store, ["get", "greeting"])?.stdout, b"-5");
+
+    assert_code(&run(&store, ["remove", "greeting"])?, 0);
+    let gone = run(&store, ["get", "greeting"])?;
+    assert_code(&gone, 1);
+    assert!(gone.stdout.is_empty());
+    assert_eq!(stderr(&gone), "key not found: greeting\n");
+    let again = run(&store, ["remove", "greeting"])?;
+    assert_code(&again, 1);
+    assert_eq!(stderr(&again), "key not found: greeting\n");
+    Ok(())
+}
+
+#[test]
+fn hex_keys_and_values_carry_nul_cr_and_lf() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path();
+    let key = [0x00, 0x0d, 0x0a, 0xff, 0x0a];
+    let value = [0x0a, 0x00, 0x0d, 0x80];
+    assert_code(
+        &run(store, ["insert", "--hex", "000D0AFF0A", "0a000d80"])?,
+        0,
+    );
+    // A UTF-8 key ("bin") holding the same binary value, read back raw.
+    assert_code(&run(store, ["insert", "--hex", "62696e", "0a000d80"])?, 0);
+
+    let got = run(store, ["get", "--hex", "000d0aff0a"])?;
+    assert_code(&got, 0);
+    assert_eq!(stdout(&got), "0a000d80\n");
+    assert_eq!(run(store, ["get", "bin"])?.stdout, value);
+    assert_code(&run(store, ["get", "--hex", "000d0aff"])?, 1);
+
+    let db = Db::open(store, Options::default())?;
+    assert_eq!(db.get(&key)?.as_deref(), Some(&value[..]));
+    assert_eq!(db.len(), 2);
+    db.close()?;
+
+    assert_code(&run(store, ["remove", "--hex", "000d0aff0a"])?, 0);
+    assert_code(&run(store, ["get", "--hex", "000d0aff0a"])?, 1);
+    assert_error(
+        &run(store, ["get", "--hex", "0x00"])?,
+        "KEY is not valid hex: 'x' is not a hex digit",
+    );
+    assert_error(
+        &run(store, ["insert", "--hex", "00", "abc"])?,
+        "VALUE is not valid hex: odd number of hex digits (3)",
+    );
+    Ok(())
+}
+
+#[test]
+fn insert_with_ttl_sets_the_expiry() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path();
+    let before = SystemTime::now();
+    assert_code(&run(store, ["insert", "--ttl", "3600", "session", "s"])?, 0);
+    let after = SystemTime::now();
+    assert_code(&run(store, ["insert", "plain", "p"])?, 0);
+    let rejected = run(store, ["insert", "--ttl", "0", "k", "v"])?;
+    assert_code(&rejected, 2);
+    assert!(stderr(&rejected).contains("--ttl"), "{}", stderr(&rejected));
+
+    let db = Db::open(store, Options::default())?;
+    let hour = Duration::from_secs(3600);
+    let Some(Some(at)) = db.expiry(b"session")? else {
+        panic!("session has no expiry");
+    };
+    assert!(at >= before + hour - Duration::from_millis(1), "{at:?}");
+    assert!(at <= after + hour + Duration::from_millis(1), "{at:?}");
+    assert_eq!(db.expiry(b"plain")?, Some(None));
+    assert_eq!(db.expiry(b"k")?, None);
+    Ok(())
+}
+
+#[test]
+fn stats_reports_the_key_count() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path();
+    for key in ["a", "b", "c"] {
+        assert_code(&run(store, ["insert", key, "value"])?, 0);
+    }
+    let text = run(store, ["stats"])?;
+    assert_code(&text, 0);
+    let text = stdout(&text);
+    let keys = text
+        .lines()
+        .find_map(|l| l.strip_prefix("keys:"))
+        .ok_or("no keys line")?;
+    assert_eq!(keys.trim(), "3", "{text}");
+    assert!(text.contains("disk bytes:"), "{text}");
+
+    let json = run(store, ["stats", "--json"])?;
+    assert_code(&json, 0);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout)?;
+    assert_eq!(json["keys"], 3);
+    assert_eq!(json["logical_bytes"], 3 * ("a".len() + "value".len()));
+    assert!(json["disk_bytes"].as_u64().ok_or("no disk_bytes")? > 0);
+    Ok(())
+}
+
+#[test]
+fn check_passes_a_sound_store() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build_segmented_store(dir.path())?;
+    let out = run(dir.path(), ["check"])?;
+    assert_code(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("2700 keys"), "{text}");
+    assert_eq!(text.lines().last(), Some("sound"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn check_finds_a_flipped_byte_in_an_older_segment() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build_segmented_store(dir.path())?;
+    let seg = dir.path().join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&seg, &bytes)?;
+
+    let out = run(dir.path(), ["check"])?;
+    assert_code(&out, 1);
+    let text = stdout(&out);
+    assert!(text.contains("problem: corruption at offset"), "{text}");
+    assert!(text.contains("sealed segment"), "{text}");
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with(" problems") && last != "0 problems",
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&seg)?, bytes, "check changed the segment");
+    Ok(())
+}
+
+#[test]
+fn export_import_export_reproduces_every_record() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let source = dir.path().join("source");
+    let expires = UNIX_EPOCH + Duration::from_millis(4_102_444_800_123);
+    let db = Db::open(&source, Options::default())?;
+    db.insert(b"user:1", b"Ada")?;
+    db.insert(b"\xff\xfe\x00binary key", b"text value")?;
+    db.insert(b"binary value", b"\x00\x80\r\n")?;
+    db.insert(b"", b"empty key")?;
+    db.insert(b"empty value", b"")?;
+    db.insert("quote \" backslash \\ newline \n ключ".as_bytes(), b"{}")?;
+    db.insert_with_expiry(b"expiring", b"soon", expires)?;
+    db.insert_with_expiry(b"\x80expiring binary", b"\xc3\x28", expires)?;
+    db.insert_with_expiry(b"expired", b"gone", UNIX_EPOCH + Duration::from_secs(1))?;
+    db.close()?;
+
+    let first = dir.path().join("first.jsonl");
+    let exported = run(&source, [OsStr::new("export"), first.as_os_str()])?;
+    assert_code(&exported, 0);
+    assert_eq!(
+        stderr(&exported),
+        format!("exported 8 records to {}\n", first.display())
+    );
+    let first_bytes = std::fs::read(&first)?;
+    let first_lines = line_set(&first_bytes);
+    assert_eq!(first_lines.len(), 8, "{first_lines:#?}");
+    assert!(first_lines.contains(r#"{"key":"user:1","value":"Ada"}"#));
+    assert!(
+        first_lines.contains(r#"{"key":{"base64":"//4AYmluYXJ5IGtleQ=="},"value":"text value"}"#)
+    );
+    assert!(
+        first_lines.contains(r#"{"key":"expiring","value":"soon","expires_at_ms":4102444800123}"#)
+    );
+
+    let copy = dir.path().join("copy");
+    let imported = run_with_input(&copy, ["import"], &first_bytes)?;
+    assert_code(&imported, 0);
+    assert_eq!(
+        stderr(&imported),
+        "imported 8 records from stdin (0 already expired)\n"
+    );
+    let second = run(&copy, ["export"])?;
+    assert_code(&second, 0);
+    assert_eq!(line_set(&second.stdout), first_lines);
+
+    let db = Db::open(&copy, Options::default())?;
+    assert_eq!(db.len(), 8);
+    assert_eq!(db.expiry(b"\x80expiring binary")?, Some(Some(expires)));
+    assert_eq!(
+        db.get(b"binary value")?.as_deref(),
+        Some(&b"\x00\x80\r\n"[..])
+    );
+    assert_eq!(db.expiry(b"user:1")?, Some(None));
+    Ok(())
+}
+
+#[test]
+fn a_store_held_by_another_handle_is_reported_locked() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.insert(b"k", b"v")?;
+    db.sync()?;
+    for args in [
+        &["get", "k"][..],
+        &["insert", "k", "w"],
+        &["stats"],
+        &["check"],
+        &["export"],
+    ] {
+        let out = run(dir.path(), args)?;
+        assert_error(&out, "is locked by another process");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    assert_eq!(db.get(b"k")?.as_deref(), Some(&b"v"[..]));
+    db.close()?;
+    assert_eq!(run(dir.path(), ["get", "k"])?.stdout, b"v");
+    Ok(())
+}
+
+#[test]
+fn usage_errors_exit_2_with_clap_messages() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path();
+    let cases: [(&[&str], &str); 4] = [
+        (&["frobnicate"], "unexpected argument 'frobnicate' found"),
+        (&["compact"], "unexpected argument 'compact' found"),
+        (&["get"], "required arguments were not provided"),
+        (&["insert", "k"], "required arguments were not provided"),
+    ];
+    for (args, message) in cases {
+        let out = run(store, args)?;
+        assert_code(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error: ") && err.contains(message),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("Usage: emberkv <STORE_DIR> "), "{err}");
+    }
+    let bare = Command::new(env!("CARGO_BIN_EXE_emberkv")).output()?;
+    assert_code(&bare, 2);
+    assert!(stderr(&bare).contains("Usage: emberkv <STORE_DIR> <COMMAND>"));
+    assert_eq!(
+        std::fs::read_dir(store)?.count(),
+        0,
+        "a usage error wrote files"
+    );
+    Ok(())
+}
+
+#[test]
+fn malformed_import_names_the_line_and_imports_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    assert_code(&run(&store, ["insert", "keep", "me"])?, 0);
+    let input = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            "{\"key\":\"a\",\"value\":\"1\"}\n",
+            "\n",
+            "{\"key\":\"b\",\"value\":\"2\"}\n",
+            "{\"key\":\"c\",\"value\":}\n",
+            "{\"key\":\"d\",\"value\":\"4\"}\n",
+        ),
+    )?;
+    let out = run(&store, [OsStr::new("import"), input.as_os_str()])?;
+    assert_error(
+        &out,
+        &format!(
+            "{} line 4: invalid JSON at column 20: expected value",
+            input.display()
+        ),
+    );
+
+    let bad_base64 =
+        "{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":{\"base64\":\"!\"},\"value\":\"2\"}\n";
+    let out = run_with_input(&store, ["import"], bad_base64.as_bytes())?;
+    assert_error(&out, "stdin line 2: field \"key\" holds invalid base64");
+
+    let db = Db::open(&store, Options::default())?;
+    assert_eq!(db.len(), 1, "a malformed import wrote records");
+    assert_eq!(db.get(b"keep")?.as_deref(), Some(&b"me"[..]));
+    Ok(())
+}
+
+#[test]
+fn read_commands_refuse_a_directory_without_a_store() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    for args in [
+        &["get", "k"][..],
+        &["remove", "k"],
+        &["stats"],
+        &["check"],
+        &["export"],
+    ] {
+        let out = run(dir.path(), args)?;
+        assert_error(
+            &out,
+            "is not an emberkv store (it has no emberkv.meta file)",
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path())?.count(),
+        0,
+        "files were created"
+    );
+    Ok(())
+}
+
+#[test]
+fn backup_writes_a_store_that_opens_on_its_own() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    let dest = dir.path().join("backup");
+    assert_code(&run(&store, ["insert", "k", "v"])?, 0);
+    let out = run(&store, [OsStr::new("backup"), dest.as_os_str()])?;
+    assert_code(&out, 0);
+    assert_code(&run(&store, ["remove", "k"])?, 0);
+    assert_eq!(run(&dest, ["get", "k"])?.stdout, b"v");
+    assert_error(
+        &run(&store, [OsStr::new("backup"), dest.as_os_str()])?,
+        "is not empty",
+    );
+    Ok(())
+}
