@@ -16,10 +16,10 @@ use crate::storage::sync_dir;
 /// that is durable) into the new store directory `dest`.
 pub(crate) fn copy_prefix(src: &Path, dest: &Path, log: &Log, upto: u64) -> Result<()> {
     if dest.exists() && fs::read_dir(dest)?.next().is_some() {
-        return Err(Error::InvalidOptions(format!(
-            "backup destination {} is not empty",
-            dest.display()
-        )));
+        return Err(Error::InvalidPath {
+            path: dest.to_path_buf(),
+            reason: "backup destination is not empty".into(),
+        });
     }
     fs::create_dir_all(dest)?;
     let storage = log.storage();

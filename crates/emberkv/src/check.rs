@@ -60,16 +60,17 @@ impl fmt::Display for CheckReport {
 /// Problems are listed in the report rather than returned as errors.
 ///
 /// # Errors
-/// [`Error::Locked`] when the store is open elsewhere; errors reading the
+/// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]
+/// when the store is open elsewhere; errors reading the
 /// meta file ([`Error::Corruption`], [`Error::IncompatibleFormat`]);
 /// [`Error::Io`].
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
     if !dir.join(meta::META_FILE).exists() {
-        return Err(Error::InvalidOptions(format!(
-            "{} holds no emberkv store",
-            dir.display()
-        )));
+        return Err(Error::InvalidPath {
+            path: dir.to_path_buf(),
+            reason: "holds no emberkv store".into(),
+        });
     }
     let _lock = meta::lock(dir)?;
     let meta = meta::load_or_create(dir, 30)?;

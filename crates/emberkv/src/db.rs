@@ -641,7 +641,7 @@ impl Db {
     /// meanwhile.
     ///
     /// # Errors
-    /// [`Error::InvalidOptions`] when `dest` is not empty; [`Error::Io`].
+    /// [`Error::InvalidPath`] when `dest` is not empty; [`Error::Io`].
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
         self.log.sync_all()?;
         crate::backup::copy_prefix(&self.dir, dest.as_ref(), &self.log, self.log.durable())

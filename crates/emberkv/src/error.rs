@@ -80,6 +80,16 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
 
+    /// A path given to emberkv cannot be used: `check` of a directory that
+    /// holds no store, or a `backup` destination that is not empty.
+    #[error("{path}: {reason}")]
+    InvalidPath {
+        /// The path.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+
     /// The store was closed, or an earlier write or fsync failed and the
     /// store refuses further writes rather than pretend they are durable
     /// (the fjall "poison" rule).

@@ -201,7 +201,8 @@ pub(crate) fn replay(
             }
             pos = cut;
         }
-        prev_end = Some(pos - start);
+        // After damage in a sealed segment its length says nothing more.
+        prev_end = (!torn || seg == newest).then_some(pos - start);
         tail = pos;
     }
     Ok(tail)

@@ -268,7 +268,7 @@ fn backup_is_a_consistent_store_of_its_own() -> TestResult {
     expected.remove(&5u32.to_le_bytes()[..]);
     db.backup(&dest)?;
     db.insert(b"after backup", b"not in the copy")?;
-    assert!(matches!(db.backup(&dest), Err(Error::InvalidOptions(_))));
+    assert!(matches!(db.backup(&dest), Err(Error::InvalidPath { .. })));
     let copy = Db::open(&dest, Options::default())?;
     assert_eq!(copy.len(), expected.len());
     for (k, v) in &expected {
