@@ -1,88 +1,207 @@
-//! Runs workloads against one engine: client threads, warm-up, measured
-//! window, read verification.
+//! Runs workloads against one engine's store: client threads, warm-up,
+//! measured window, read verification, fresh stores for fills, and the
+//! bookkeeping of which keys the store holds.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
 
 use crate::engine::Engine;
 use crate::hist::Latencies;
 use crate::workload::{
-    KeyStream, ScrambledZipfian, VALUE_BYTES, Workload, ZIPF_THETA, fill_order, fill_share,
-    fill_value, key, value_head,
+    KEY_BYTES, Op, OpStream, ScrambledZipfian, Shape, StreamSpec, Values, Workload, ZIPF_THETA,
+    delete_order, fill_order, key, key_index, key_order, new_key_index, share,
 };
 
-/// Pairs per [`Engine::load_batch`] call when loading keys before reads.
+/// Pairs per [`Engine::load_batch`] call when loading keys before a cell.
 pub const LOAD_BATCH: usize = 1_000;
 /// Every this many reads per thread, the whole value is compared; the
-/// others check its length and first 8 bytes.
-const FULL_CHECK_EVERY: u64 = 64;
+/// others check its length and its 16-byte header.
+pub const FULL_CHECK_EVERY: u64 = 64;
+/// How often the coordinator refreshes progress bars.
+const TICK: Duration = Duration::from_millis(100);
+/// Client threads publish their operation counts every this many ops.
+const COUNT_EVERY: u64 = 1_024;
 
-/// What every cell of a run shares.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Number of distinct keys.
-    pub keys: u64,
-    /// Number of client threads.
-    pub threads: usize,
-    /// Length of the measured window; a fill stops early when done.
-    pub duration: Duration,
-    /// Unmeasured warm-up before the window of a read workload.
-    pub warmup: Duration,
-    /// Seed of every generated key order, value and key stream.
-    pub seed: u64,
+/// When a measured window ends.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this long (fills and deletes repeat until it is filled).
+    Duration(Duration),
+    /// After this many operations, split evenly across the threads.
+    Ops(u64),
 }
 
-/// The outcome of one measured cell.
+/// What every cell of a run shares.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Config {
+    /// Number of client threads.
+    pub threads: usize,
+    /// The length of each measured window.
+    pub stop: Stop,
+    /// Unmeasured warm-up before the window of a steady workload.
+    pub warmup: Duration,
+    /// Seed of every generated key order, value and operation stream.
+    pub seed: u64,
+    /// Value length, in bytes.
+    pub value_size: usize,
+    /// Share of each value that is a repeated pattern (0 to 1).
+    pub compressibility: f64,
+    /// Measured repetitions of each cell.
+    pub reps: u32,
+    /// Whether to draw progress bars (on standard error).
+    pub progress: bool,
+}
+
+/// The outcome of one cell over all its repetitions.
 #[derive(Debug)]
 pub struct Measurement {
-    /// Operations completed inside the measured window.
+    /// Operations completed inside the measured windows.
     pub ops: u64,
-    /// Length of the measured window.
+    /// Total length of the measured windows.
     pub elapsed: Duration,
     /// Latency of every measured operation.
     pub latencies: Latencies,
-    /// For a fill: whether every key was inserted before the window closed.
+    /// Throughput of each repetition, in operations per second.
+    pub rep_ops_per_sec: Vec<f64>,
+    /// Fills and deletes: passes over the key set (fresh stores for fills),
+    /// over all repetitions, the last of each possibly cut short.
+    pub rounds: u32,
+    /// Fills and deletes: whether every repetition got through the whole
+    /// key set at least once.
     pub completed: bool,
 }
 
 impl Measurement {
-    /// Measured throughput, in operations per second.
+    /// The median throughput of the repetitions, in operations per second.
     pub fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+        let mut v = self.rep_ops_per_sec.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
     }
+}
+
+/// The result of asking for a cell.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The cell ran.
+    Measured(Measurement),
+    /// The engine cannot run this workload, for this reason.
+    Unsupported(String),
 }
 
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
 
+/// Opens a store in the given (existing, empty or previously used)
+/// directory.
+pub type OpenStore<'a> = dyn Fn(&Path) -> Result<Box<dyn Engine>> + Sync + 'a;
+
 /// One engine's store under test, and which keys it holds.
 pub struct Bench<'a> {
-    engine: &'a dyn Engine,
+    open: &'a OpenStore<'a>,
+    root: PathBuf,
+    store_no: u32,
+    engine: Option<Box<dyn Engine>>,
+    verify: bool,
     cfg: &'a Config,
-    order: Vec<u64>,
+    keys: u64,
+    values: Values,
+    fill_order: Vec<u64>,
+    delete_order: Vec<u64>,
+    key_order: Vec<u64>,
     zipf: ScrambledZipfian,
-    loaded: Vec<bool>,
+    present: Vec<bool>,
+    present_count: u64,
+    next_new: u64,
+    runs: u64,
+    pristine: bool,
+    label: String,
 }
 
 /// What one client thread did.
 struct ClientOut {
     ops: u64,
-    inserted: usize,
+    taken: usize,
+    inserted: u64,
     latencies: Latencies,
 }
 
+/// What one measured phase did.
+struct PhaseOut {
+    ops: u64,
+    elapsed: Duration,
+    latencies: Latencies,
+    exhausted: bool,
+}
+
 impl<'a> Bench<'a> {
-    /// A bench over `engine`, whose store must start empty. First checks
-    /// that the engine round-trips a probe key (insert, get, remove, get),
-    /// so that a broken engine is never measured; the probe is longer than
-    /// any benchmark key and is gone again afterwards.
-    pub fn new(engine: &'a dyn Engine, cfg: &'a Config) -> Result<Self> {
+    /// A bench of `keys` keys over a store that `open` creates in a fresh
+    /// subdirectory of `root`. First checks that the engine round-trips a
+    /// probe key (insert, get, remove, get), so that a broken engine is
+    /// never measured; the probe is longer than any benchmark key and is
+    /// gone again afterwards. With `verify` false (the floor rail) reads
+    /// may find nothing.
+    pub fn new(
+        open: &'a OpenStore<'a>,
+        root: &Path,
+        keys: u64,
+        cfg: &'a Config,
+        verify: bool,
+        label: &str,
+    ) -> Result<Self> {
+        let mut bench = Bench {
+            open,
+            root: root.to_owned(),
+            store_no: 0,
+            engine: None,
+            verify,
+            cfg,
+            keys,
+            values: Values::new(cfg.seed, cfg.value_size, cfg.compressibility),
+            fill_order: fill_order(cfg.seed, keys),
+            delete_order: delete_order(cfg.seed, keys),
+            key_order: key_order(keys),
+            zipf: ScrambledZipfian::new(keys, ZIPF_THETA),
+            present: vec![false; keys as usize],
+            present_count: 0,
+            next_new: keys,
+            runs: 0,
+            pristine: true,
+            label: label.to_owned(),
+        };
+        bench.fresh_store()?;
+        if verify {
+            bench.probe()?;
+        }
+        Ok(bench)
+    }
+
+    fn engine(&self) -> &dyn Engine {
+        self.engine.as_deref().expect("a store is open")
+    }
+
+    fn store_dir(&self) -> PathBuf {
+        self.root.join(format!("store-{}", self.store_no))
+    }
+
+    fn probe(&self) -> Result<()> {
         const PROBE: &[u8] = b"emberkv-bench pre-flight probe";
+        let engine = self.engine();
         let name = engine.name();
         let mut buf = Vec::new();
         engine.insert(PROBE, PROBE)?;
@@ -93,40 +212,170 @@ impl<'a> Bench<'a> {
         if engine.get(PROBE, &mut buf)? {
             bail!("{name}: pre-flight get found a key just removed");
         }
-        Ok(Bench {
-            engine,
-            cfg,
-            order: fill_order(cfg.seed, cfg.keys),
-            zipf: ScrambledZipfian::new(cfg.keys, ZIPF_THETA),
-            loaded: vec![false; cfg.keys as usize],
-        })
+        Ok(())
     }
 
-    /// Runs one measured cell of `workload`. Read workloads first load the
-    /// keys the store lacks (unmeasured, in batches of [`LOAD_BATCH`]), then
-    /// sync, warm up and measure. A wrong read is an error.
-    pub fn run(&mut self, workload: Workload) -> Result<Measurement> {
-        if !workload.is_fill() {
-            self.load_missing()?;
+    /// Closes the current store (if any), deletes it and opens an empty
+    /// one in a new directory.
+    fn fresh_store(&mut self) -> Result<()> {
+        if let Some(engine) = self.engine.take() {
+            engine.close().context("closing the store")?;
+            let old = self.store_dir();
+            fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+            self.store_no += 1;
         }
-        let phase = AtomicU8::new(if workload.is_fill() { MEASURE } else { WARMUP });
+        let dir = self.store_dir();
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        self.engine = Some((self.open)(&dir).context("opening the store")?);
+        self.present.clear();
+        self.present.resize(self.keys as usize, false);
+        self.present_count = 0;
+        self.next_new = self.keys;
+        self.pristine = true;
+        Ok(())
+    }
+
+    /// Runs one cell of `workload`: `reps` measured repetitions. Steady
+    /// workloads first load the keys the store lacks (unmeasured, in
+    /// batches of [`LOAD_BATCH`]), sync, warm up and measure. Fills insert
+    /// every key into a fresh store, deletes remove every key from a fully
+    /// loaded one, each repeated until the window is filled. A wrong read
+    /// is an error.
+    pub fn run(&mut self, workload: Workload) -> Result<Outcome> {
+        if workload.needs_scans() && !self.engine().scans() {
+            return Ok(Outcome::Unsupported(
+                "no ordered scans (keys are not kept in order)".to_owned(),
+            ));
+        }
+        let mut m = Measurement {
+            ops: 0,
+            elapsed: Duration::ZERO,
+            latencies: Latencies::default(),
+            rep_ops_per_sec: Vec::new(),
+            rounds: 0,
+            completed: true,
+        };
+        for _ in 0..self.cfg.reps.max(1) {
+            let (mut ops, mut elapsed) = (0, Duration::ZERO);
+            let mut first_round = true;
+            loop {
+                let remaining = match self.cfg.stop {
+                    Stop::Duration(d) => Stop::Duration(d.saturating_sub(elapsed)),
+                    Stop::Ops(n) => Stop::Ops(n.saturating_sub(ops)),
+                };
+                match workload.shape() {
+                    Shape::Fill if !self.pristine => self.fresh_store()?,
+                    Shape::Fill => {}
+                    Shape::Drain | Shape::Steady => self.load_missing()?,
+                }
+                let warmup = workload.shape() == Shape::Steady;
+                let out = self.phase(workload, warmup, remaining)?;
+                ops += out.ops;
+                elapsed += out.elapsed;
+                m.latencies.merge(&out.latencies);
+                if workload.shape() == Shape::Steady {
+                    break;
+                }
+                m.rounds += 1;
+                if first_round && !out.exhausted {
+                    m.completed = false;
+                }
+                first_round = false;
+                let filled = match self.cfg.stop {
+                    Stop::Duration(d) => elapsed >= d,
+                    Stop::Ops(n) => ops >= n,
+                };
+                if filled || !out.exhausted {
+                    break;
+                }
+            }
+            m.ops += ops;
+            m.elapsed += elapsed;
+            m.rep_ops_per_sec
+                .push(ops as f64 / elapsed.as_secs_f64().max(1e-9));
+        }
+        self.engine().sync().context("sync after the cell")?;
+        Ok(Outcome::Measured(m))
+    }
+
+    /// Bytes the store's directory occupies on disk (allocated blocks)
+    /// and the logical bytes of the pairs it holds, after a sync.
+    pub fn space(&self) -> Result<(u64, u64)> {
+        self.engine().sync()?;
+        let disk = dir_bytes(&self.store_dir())?;
+        let logical = self.present_count * (KEY_BYTES + self.values.size()) as u64;
+        Ok((disk, logical))
+    }
+
+    /// The open engine's settings and durability lines.
+    pub fn describe(&self) -> (String, String) {
+        (self.engine().settings(), self.engine().durability())
+    }
+
+    /// Closes the store.
+    pub fn close(mut self) -> Result<()> {
+        match self.engine.take() {
+            Some(engine) => engine.close(),
+            None => Ok(()),
+        }
+    }
+
+    fn bar(&self, len: u64, what: &str) -> ProgressBar {
+        if !self.cfg.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>24} {bar:30} {percent:>3}% {msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(format!("{} {what}", self.label));
+        bar
+    }
+
+    /// One measured phase of `workload` with its client threads.
+    fn phase(&mut self, workload: Workload, warmup: bool, stop: Stop) -> Result<PhaseOut> {
         let threads = self.cfg.threads.max(1);
+        self.runs += 1;
+        let order: &[u64] = match workload {
+            Workload::FillSeq => &self.key_order,
+            Workload::FillRandom => &self.fill_order,
+            Workload::DeleteRandom => &self.delete_order,
+            _ => &[],
+        };
+        let spec = StreamSpec {
+            workload,
+            seed: self.cfg.seed,
+            run: self.runs,
+            keys: self.keys,
+            threads,
+            new_base: self.next_new,
+            order,
+            key_order: &self.key_order,
+            zipf: &self.zipf,
+        };
+        let limits: Vec<Option<u64>> = (0..threads as u64)
+            .map(|t| match stop {
+                Stop::Duration(_) => None,
+                Stop::Ops(n) => Some(n / threads as u64 + u64::from(t < n % threads as u64)),
+            })
+            .collect();
+        let phase = AtomicU8::new(if warmup { WARMUP } else { MEASURE });
+        let counted = AtomicU64::new(0);
         let (done_tx, done_rx) = mpsc::channel();
+        let bar = match stop {
+            Stop::Duration(d) => self.bar(d.as_millis() as u64, workload.name()),
+            Stop::Ops(n) => self.bar(n, workload.name()),
+        };
+        let this = &*self;
         let (outs, elapsed) = thread::scope(|s| {
-            let mut start = Instant::now();
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
-                    let stream = KeyStream::new(
-                        workload,
-                        self.cfg.seed,
-                        t,
-                        threads,
-                        &self.order,
-                        &self.zipf,
-                    );
-                    let (phase, done_tx, this) = (&phase, done_tx.clone(), &*self);
+                    let (spec, phase, counted, done_tx) =
+                        (&spec, &phase, &counted, done_tx.clone());
+                    let limit = limits[t];
                     s.spawn(move || {
-                        let out = this.client(workload, stream, phase);
+                        let out = this.client(spec, t, phase, limit, counted);
                         if out.is_err() {
                             phase.store(STOP, Ordering::Relaxed);
                         }
@@ -137,12 +386,26 @@ impl<'a> Bench<'a> {
                 })
                 .collect();
             let mut running = threads;
-            if !workload.is_fill() {
-                wait(&done_rx, start + self.cfg.warmup, &mut running);
+            let mut start = Instant::now();
+            if warmup {
+                wait(&done_rx, start + self.cfg.warmup, &mut running, &mut || {});
+                counted.store(0, Ordering::Relaxed);
                 phase.store(MEASURE, Ordering::Relaxed);
                 start = Instant::now();
             }
-            wait(&done_rx, start + self.cfg.duration, &mut running);
+            let deadline = match stop {
+                Stop::Duration(d) => start + d,
+                Stop::Ops(_) => start + Duration::from_secs(u64::MAX / 4),
+            };
+            wait(&done_rx, deadline, &mut running, &mut || {
+                let n = counted.load(Ordering::Relaxed);
+                let secs = start.elapsed().as_secs_f64().max(1e-3);
+                match stop {
+                    Stop::Duration(_) => bar.set_position(start.elapsed().as_millis() as u64),
+                    Stop::Ops(_) => bar.set_position(n),
+                }
+                bar.set_message(format!("{:.0} ops/s", n as f64 / secs));
+            });
             phase.store(STOP, Ordering::Relaxed);
             let elapsed = start.elapsed();
             let outs: Vec<_> = handles
@@ -154,148 +417,304 @@ impl<'a> Bench<'a> {
                 .collect();
             (outs, elapsed)
         });
+        bar.finish_and_clear();
 
-        let mut m = Measurement {
+        let mut out = PhaseOut {
             ops: 0,
             elapsed,
             latencies: Latencies::default(),
-            completed: false,
+            exhausted: true,
         };
-        let mut inserted = 0;
-        for (t, out) in outs.into_iter().enumerate() {
-            let out = out.with_context(|| format!("{} {workload}", self.engine.name()))?;
-            for &i in &fill_share(&self.order, t, threads)[..out.inserted] {
-                self.loaded[i as usize] = true;
-            }
-            inserted += out.inserted;
-            m.ops += out.ops;
-            m.latencies.merge(&out.latencies);
+        let mut results = Vec::with_capacity(threads);
+        for o in outs {
+            results.push(o.with_context(|| format!("{} {workload}", self.label))?);
         }
-        m.completed = workload.is_fill() && inserted == self.order.len();
-        Ok(m)
-    }
-
-    /// One client thread: runs `stream` until it ends or `phase` says stop,
-    /// recording latencies while `phase` says measure.
-    fn client(
-        &self,
-        workload: Workload,
-        stream: KeyStream<'_>,
-        phase: &AtomicU8,
-    ) -> Result<ClientOut> {
-        let seed = self.cfg.seed;
-        let mut out = ClientOut {
-            ops: 0,
-            inserted: 0,
-            latencies: Latencies::default(),
-        };
-        let mut value = [0u8; VALUE_BYTES];
-        let mut buf = Vec::with_capacity(VALUE_BYTES);
-        for (n, index) in stream.enumerate() {
-            let p = phase.load(Ordering::Relaxed);
-            if p == STOP {
-                break;
+        let mut changes: Vec<(u64, bool)> = Vec::new();
+        for (t, r) in results.iter().enumerate() {
+            out.ops += r.ops;
+            out.latencies.merge(&r.latencies);
+            let mine = share(order, t, threads);
+            if r.taken < mine.len() {
+                out.exhausted = false;
             }
-            let k = key(index);
-            let took = if workload.is_fill() {
-                fill_value(seed, index, &mut value);
-                let t0 = Instant::now();
-                self.engine.insert(&k, &value)?;
-                let took = t0.elapsed();
-                out.inserted += 1;
-                took
-            } else {
-                let t0 = Instant::now();
-                let found = self.engine.get(&k, &mut buf)?;
-                let took = t0.elapsed();
-                if !found {
-                    bail!("get of loaded key #{index} returned not found");
-                }
-                let full = (n as u64).is_multiple_of(FULL_CHECK_EVERY);
-                if !value_matches(seed, index, &buf, full.then_some(&mut value)) {
-                    bail!(
-                        "get of key #{index} returned a wrong value ({} bytes)",
-                        buf.len()
-                    );
-                }
-                took
-            };
-            if p == MEASURE {
-                out.latencies.record(took);
-                out.ops += 1;
+            match workload.shape() {
+                Shape::Fill => changes.extend(mine[..r.taken].iter().map(|&i| (i, true))),
+                Shape::Drain => changes.extend(mine[..r.taken].iter().map(|&i| (i, false))),
+                Shape::Steady => changes.extend(
+                    (0..r.inserted).map(|j| (new_key_index(spec.new_base, threads, t, j), true)),
+                ),
             }
+        }
+        let inserted = results.iter().map(|r| r.inserted).max().unwrap_or(0);
+        for (i, now_present) in changes {
+            self.mark(i, now_present);
+        }
+        self.next_new += inserted * threads as u64;
+        match workload.shape() {
+            Shape::Fill => self.pristine = false,
+            Shape::Drain => {}
+            Shape::Steady => out.exhausted = false,
         }
         Ok(out)
     }
 
-    /// Inserts every key the store lacks, in batches, then syncs.
+    fn mark(&mut self, index: u64, now_present: bool) {
+        let i = index as usize;
+        if i >= self.present.len() {
+            self.present.resize(i + 1, false);
+        }
+        if self.present[i] != now_present {
+            self.present[i] = now_present;
+            if now_present {
+                self.present_count += 1;
+            } else {
+                self.present_count -= 1;
+            }
+        }
+    }
+
+    /// One client thread: runs its stream until it ends, its operation
+    /// `limit` is reached or `phase` says stop, recording latencies while
+    /// `phase` says measure.
+    fn client(
+        &self,
+        spec: &StreamSpec<'_>,
+        thread: usize,
+        phase: &AtomicU8,
+        limit: Option<u64>,
+        counted: &AtomicU64,
+    ) -> Result<ClientOut> {
+        let mut stream = OpStream::new(spec, thread);
+        let mut out = ClientOut {
+            ops: 0,
+            taken: 0,
+            inserted: 0,
+            latencies: Latencies::default(),
+        };
+        let mut io = Buffers {
+            value: Vec::with_capacity(self.values.size()),
+            buf: Vec::with_capacity(self.values.size()),
+            scratch: Vec::with_capacity(self.values.size()),
+            reads: 0,
+        };
+        let mut since_count = 0;
+        loop {
+            let p = phase.load(Ordering::Relaxed);
+            if p == STOP || (p == MEASURE && limit.is_some_and(|l| out.ops >= l)) {
+                break;
+            }
+            let Some(op) = stream.next() else {
+                break;
+            };
+            out.taken += 1;
+            let record = (p == MEASURE).then_some(&mut out.latencies);
+            let n = self.execute(spec.workload, op, record, &mut io)?;
+            if p == MEASURE {
+                out.ops += n;
+                since_count += n;
+                if since_count >= COUNT_EVERY {
+                    counted.fetch_add(since_count, Ordering::Relaxed);
+                    since_count = 0;
+                }
+            }
+        }
+        out.inserted = stream.inserted();
+        Ok(out)
+    }
+
+    /// Executes `op`, timing only the engine calls, and verifies what it
+    /// reads. Returns the number of operations it counts for (pairs
+    /// delivered for `readseq`, else 1).
+    fn execute(
+        &self,
+        workload: Workload,
+        op: Op,
+        mut record: Option<&mut Latencies>,
+        io: &mut Buffers,
+    ) -> Result<u64> {
+        let engine = self.engine();
+        let mut took = |d: Duration| {
+            if let Some(l) = record.as_deref_mut() {
+                l.record(d);
+            }
+        };
+        match op {
+            Op::Insert { index, version } => {
+                self.values.fill(index, version, &mut io.value);
+                let t0 = Instant::now();
+                engine.insert(&key(index), &io.value)?;
+                took(t0.elapsed());
+            }
+            Op::Remove { index } => {
+                let t0 = Instant::now();
+                engine.remove(&key(index))?;
+                took(t0.elapsed());
+            }
+            Op::Get { index } => {
+                let t0 = Instant::now();
+                let found = engine.get(&key(index), &mut io.buf)?;
+                took(t0.elapsed());
+                self.check_read(index, found, io)?;
+            }
+            Op::ReadModifyWrite { index, version } => {
+                self.values.fill(index, version, &mut io.value);
+                let k = key(index);
+                let t0 = Instant::now();
+                let found = engine.get(&k, &mut io.buf)?;
+                engine.insert(&k, &io.value)?;
+                took(t0.elapsed());
+                self.check_read(index, found, io)?;
+            }
+            Op::Scan { index, len } => {
+                let per_pair = workload == Workload::ReadSeq;
+                let start = key(index);
+                let mut prev: Option<Vec<u8>> = None;
+                let mut engine_time = Duration::ZERO;
+                let mut last = Instant::now();
+                let visited = engine.scan(&start, len as usize, &mut |k, v| {
+                    let dt = last.elapsed();
+                    if per_pair {
+                        took(dt);
+                    }
+                    engine_time += dt;
+                    let i = key_index(k)
+                        .ok_or_else(|| anyhow!("scan returned a key not written: {k:02x?}"))?;
+                    let in_order = match &prev {
+                        Some(p) => p.as_slice() < k,
+                        None => k >= start.as_slice(),
+                    };
+                    if !in_order {
+                        bail!("scan from key #{index} returned key #{i} out of order");
+                    }
+                    io.reads += 1;
+                    let full = io.reads.is_multiple_of(FULL_CHECK_EVERY);
+                    if !self.values.matches(i, v, full.then_some(&mut io.scratch)) {
+                        bail!(
+                            "scan returned a wrong value for key #{i} ({} bytes)",
+                            v.len()
+                        );
+                    }
+                    prev = Some(k.to_vec());
+                    last = Instant::now();
+                    Ok(())
+                })?;
+                engine_time += last.elapsed();
+                if per_pair {
+                    return Ok(visited as u64);
+                }
+                took(engine_time);
+            }
+        }
+        Ok(1)
+    }
+
+    fn check_read(&self, index: u64, found: bool, io: &mut Buffers) -> Result<()> {
+        if !self.verify {
+            return Ok(());
+        }
+        if !found {
+            bail!("get of present key #{index} returned not found");
+        }
+        io.reads += 1;
+        let full = io.reads.is_multiple_of(FULL_CHECK_EVERY);
+        if !self
+            .values
+            .matches(index, &io.buf, full.then_some(&mut io.scratch))
+        {
+            bail!(
+                "get of key #{index} returned a wrong value ({} bytes)",
+                io.buf.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Inserts every key of `0..keys` the store lacks (version 0, in
+    /// index order, in batches), then syncs. Unmeasured.
     fn load_missing(&mut self) -> Result<()> {
-        let missing: Vec<u64> = (0..self.cfg.keys)
-            .filter(|&i| !self.loaded[i as usize])
+        let missing: Vec<u64> = (0..self.keys)
+            .filter(|&i| !self.present[i as usize])
             .collect();
-        let mut value = [0u8; VALUE_BYTES];
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let bar = self.bar(missing.len() as u64, "load");
+        let mut value = Vec::with_capacity(self.values.size());
         for chunk in missing.chunks(LOAD_BATCH) {
             let items: Vec<_> = chunk
                 .iter()
                 .map(|&i| {
-                    fill_value(self.cfg.seed, i, &mut value);
-                    (key(i).to_vec(), value.to_vec())
+                    self.values.fill(i, 0, &mut value);
+                    (key(i).to_vec(), value.clone())
                 })
                 .collect();
-            self.engine
+            self.engine()
                 .load_batch(&items)
-                .with_context(|| format!("{}: loading keys", self.engine.name()))?;
+                .with_context(|| format!("{}: loading keys", self.label))?;
             for &i in chunk {
-                self.loaded[i as usize] = true;
+                self.mark(i, true);
             }
+            bar.inc(chunk.len() as u64);
         }
-        self.engine.sync()
+        bar.finish_and_clear();
+        self.pristine = false;
+        self.engine().sync().context("sync after loading")
     }
 }
 
-/// Whether `got` is the value of item `index`: its length and first 8
-/// bytes always, every byte when `scratch` is given (it is overwritten).
-fn value_matches(
-    seed: u64,
-    index: u64,
-    got: &[u8],
-    scratch: Option<&mut [u8; VALUE_BYTES]>,
-) -> bool {
-    if got.len() != VALUE_BYTES || got[..8] != value_head(seed, index) {
-        return false;
-    }
-    match scratch {
-        Some(expected) => {
-            fill_value(seed, index, expected);
-            got == &expected[..]
-        }
-        None => true,
-    }
+/// Per-thread scratch buffers for values and reads.
+struct Buffers {
+    value: Vec<u8>,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    reads: u64,
 }
 
-/// Waits until `deadline` or until all `running` threads have reported done;
-/// decrements `running` for each report.
-fn wait(done: &mpsc::Receiver<()>, deadline: Instant, running: &mut usize) {
+/// The bytes allocated on disk to every file under `dir`, recursively.
+pub fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.blocks() * 512
+        };
+    }
+    Ok(total)
+}
+
+/// Waits until `deadline` or until all `running` threads have reported
+/// done, calling `tick` every [`TICK`]; decrements `running` for each
+/// report.
+fn wait(done: &mpsc::Receiver<()>, deadline: Instant, running: &mut usize, tick: &mut dyn FnMut()) {
     while *running > 0 {
-        match done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        match done.recv_timeout(TICK.min(deadline - now)) {
             Ok(()) => *running -= 1,
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => tick(),
+            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::BTreeMap;
     use std::sync::Mutex;
 
     use super::*;
+    use crate::engine::Visit;
 
-    /// An in-memory engine that can be told to corrupt byte 100 of every
-    /// value it returns (past the 8 bytes checked on every read).
+    /// An ordered in-memory engine that can be told to corrupt byte 100 of
+    /// every value it returns (past the 16 bytes checked on every read).
     #[derive(Default)]
     struct Mem {
-        map: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
+        map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
         corrupt: bool,
     }
 
@@ -325,65 +744,140 @@ mod tests {
             self.map.lock().unwrap().remove(key);
             Ok(())
         }
+        fn scans(&self) -> bool {
+            true
+        }
+        fn scan(&self, start: &[u8], limit: usize, visit: &mut Visit<'_>) -> Result<usize> {
+            let map = self.map.lock().unwrap();
+            let mut n = 0;
+            for (k, v) in map.range(start.to_vec()..).take(limit) {
+                visit(k, v)?;
+                n += 1;
+            }
+            Ok(n)
+        }
         fn sync(&self) -> Result<()> {
             Ok(())
         }
         fn settings(&self) -> String {
             "test".to_owned()
         }
-        fn durability(&self) -> &'static str {
-            "none"
+        fn durability(&self) -> String {
+            "none".to_owned()
         }
         fn close(self: Box<Self>) -> Result<()> {
             Ok(())
         }
     }
 
-    fn config() -> Config {
+    fn config(stop: Stop) -> Config {
         Config {
-            keys: 2_000,
             threads: 3,
-            duration: Duration::from_millis(200),
+            stop,
             warmup: Duration::from_millis(20),
             seed: 5,
+            value_size: 200,
+            compressibility: 0.5,
+            reps: 1,
+            progress: false,
+        }
+    }
+
+    fn measured(o: Outcome) -> Measurement {
+        match o {
+            Outcome::Measured(m) => m,
+            Outcome::Unsupported(why) => panic!("unsupported: {why}"),
         }
     }
 
     #[test]
-    fn fill_then_reads_measure_and_verify() {
-        let (engine, cfg) = (Mem::default(), config());
-        let mut bench = Bench::new(&engine, &cfg).unwrap();
-        let fill = bench.run(Workload::FillRandom).unwrap();
-        assert!(fill.completed);
-        assert_eq!(fill.ops, 2_000);
-        assert_eq!(engine.map.lock().unwrap().len(), 2_000);
-        for w in [Workload::ReadRandom, Workload::YcsbC] {
-            let m = bench.run(w).unwrap();
-            assert!(m.ops > 0 && m.elapsed >= cfg.duration, "{w}: {m:?}");
+    fn every_workload_runs_and_fills_repeat_into_fresh_stores() {
+        let root = tempfile::tempdir().unwrap();
+        let cfg = config(Stop::Duration(Duration::from_millis(150)));
+        let open = |_: &Path| -> Result<Box<dyn Engine>> { Ok(Box::new(Mem::default())) };
+        let mut bench = Bench::new(&open, root.path(), 2_000, &cfg, true, "mem").unwrap();
+        let fill = measured(bench.run(Workload::FillRandom).unwrap());
+        assert!(fill.completed && fill.rounds > 1, "{fill:?}");
+        assert!(fill.elapsed >= Duration::from_millis(150));
+        assert_eq!(bench.present_count, bench.keys.min(bench.present_count));
+        for w in Workload::ALL {
+            let m = measured(bench.run(w).unwrap());
+            assert!(m.ops > 0, "{w}: {m:?}");
+            let (disk, logical) = bench.space().unwrap();
+            assert_eq!(disk, 0, "Mem keeps nothing on disk");
+            assert_eq!(logical, bench.present_count * (16 + 200));
+        }
+        // deleterandom ran last and removed loaded keys.
+        assert!(bench.present[..2_000].iter().any(|&p| !p));
+        bench.close().unwrap();
+    }
+
+    #[test]
+    fn a_fixed_operation_count_is_honoured() {
+        let root = tempfile::tempdir().unwrap();
+        let cfg = config(Stop::Ops(3_001));
+        let engine_open = |_: &Path| -> Result<Box<dyn Engine>> { Ok(Box::new(Mem::default())) };
+        let mut bench = Bench::new(&engine_open, root.path(), 1_000, &cfg, true, "mem").unwrap();
+        for w in [Workload::ReadRandom, Workload::YcsbA, Workload::FillSeq] {
+            let m = measured(bench.run(w).unwrap());
+            assert_eq!(m.ops, 3_001, "{w}");
         }
     }
 
     #[test]
-    fn reads_load_missing_keys_first() {
-        let (engine, cfg) = (Mem::default(), config());
-        Bench::new(&engine, &cfg)
-            .unwrap()
-            .run(Workload::YcsbC)
-            .unwrap();
-        assert_eq!(engine.map.lock().unwrap().len(), 2_000);
+    fn scans_are_unsupported_without_order_and_reads_load_first() {
+        struct Unordered(Mem);
+        impl Engine for Unordered {
+            fn name(&self) -> &'static str {
+                "unordered"
+            }
+            fn insert(&self, k: &[u8], v: &[u8]) -> Result<()> {
+                self.0.insert(k, v)
+            }
+            fn get(&self, k: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+                self.0.get(k, buf)
+            }
+            fn remove(&self, k: &[u8]) -> Result<()> {
+                self.0.remove(k)
+            }
+            fn sync(&self) -> Result<()> {
+                Ok(())
+            }
+            fn settings(&self) -> String {
+                String::new()
+            }
+            fn durability(&self) -> String {
+                String::new()
+            }
+            fn close(self: Box<Self>) -> Result<()> {
+                Ok(())
+            }
+        }
+        let root = tempfile::tempdir().unwrap();
+        let cfg = config(Stop::Duration(Duration::from_millis(50)));
+        let open =
+            |_: &Path| -> Result<Box<dyn Engine>> { Ok(Box::new(Unordered(Mem::default()))) };
+        let mut bench = Bench::new(&open, root.path(), 500, &cfg, true, "u").unwrap();
+        for w in [Workload::ReadSeq, Workload::YcsbE] {
+            assert!(matches!(bench.run(w).unwrap(), Outcome::Unsupported(_)));
+        }
+        measured(bench.run(Workload::YcsbC).unwrap());
+        assert_eq!(bench.present_count, 500);
     }
 
     #[test]
-    fn a_wrong_value_aborts_the_run() {
-        let engine = Mem {
-            corrupt: true,
-            ..Mem::default()
+    fn a_wrong_value_aborts_the_cell() {
+        let root = tempfile::tempdir().unwrap();
+        let cfg = config(Stop::Duration(Duration::from_millis(100)));
+        let open = |_: &Path| -> Result<Box<dyn Engine>> {
+            Ok(Box::new(Mem {
+                corrupt: true,
+                ..Mem::default()
+            }))
         };
-        let cfg = config();
-        let err = Bench::new(&engine, &cfg)
-            .unwrap()
-            .run(Workload::ReadRandom)
-            .unwrap_err();
+        // The probe value is short, so the corruption passes it.
+        let mut bench = Bench::new(&open, root.path(), 500, &cfg, true, "bad").unwrap();
+        let err = bench.run(Workload::ReadRandom).unwrap_err();
         assert!(format!("{err:#}").contains("wrong value"), "{err:#}");
     }
 }

@@ -34,7 +34,20 @@ impl Latencies {
     pub fn quantile_us(&self, quantile: f64) -> f64 {
         self.0.value_at_quantile(quantile) as f64 / 1_000.0
     }
+
+    /// The percentile curve: `(quantile, microseconds)` at each of
+    /// [`CURVE_QUANTILES`], for charts.
+    pub fn curve(&self) -> Vec<(f64, f64)> {
+        CURVE_QUANTILES
+            .iter()
+            .map(|&q| (q, self.quantile_us(q)))
+            .collect()
+    }
 }
+
+/// The quantiles of a latency curve: from the median to the 99.99th
+/// percentile.
+pub const CURVE_QUANTILES: [f64; 9] = [0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999];
 
 #[cfg(test)]
 mod tests {
@@ -54,5 +67,8 @@ mod tests {
         assert!((a.quantile_us(0.5) - 10.0).abs() < 0.01);
         assert!((a.quantile_us(0.99) - 5_000.0).abs() < 5.0);
         assert!((a.quantile_us(1.0) - 60_000_000.0).abs() < 60_000.0);
+        let curve = a.curve();
+        assert_eq!(curve.len(), CURVE_QUANTILES.len());
+        assert!(curve.windows(2).all(|w| w[0].1 <= w[1].1));
     }
 }

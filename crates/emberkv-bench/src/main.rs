@@ -1,14 +1,17 @@
 //! `emberkv-bench`: runs emberkv and its peers, each at its shipped
 //! defaults, through identical seeded workloads and ranks them.
 
+mod chart;
 mod driver;
 mod engine;
 mod engines;
 mod hist;
 mod report;
+mod worker;
 mod workload;
 
 use std::fs;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,16 +19,29 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::driver::{Bench, Config};
-use crate::report::{Cell, EngineInfo, Environment, Report};
-use crate::workload::Workload;
+use crate::driver::{Config, Stop};
+use crate::engine::Durability;
+use crate::engines::{Availability, Spec};
+use crate::report::{BOARD_MD, EngineInfo, Environment, Harness, Missing, Report, Scenario};
+use crate::worker::Job;
+use crate::workload::{MIN_VALUE_BYTES, Workload};
 
-/// Unmeasured warm-up before each read cell.
-const WARMUP: Duration = Duration::from_millis(500);
-/// Keys of the `--quick` board.
-const QUICK_KEYS: u64 = 100_000;
-/// Measured window of the `--quick` board, in seconds.
+/// Unmeasured warm-up before each steady cell, in seconds.
+const WARMUP_S: f64 = 0.5;
+/// Measured window per cell of the full board, in seconds.
+const BOARD_SECS: f64 = 5.0;
+/// Repetitions per cell of the full board.
+const BOARD_REPS: u32 = 3;
+/// Measured window per cell of `board --quick` and of `run`, in seconds.
 const QUICK_SECS: f64 = 2.0;
+/// Keys of the cache-resident and write-ingest scenarios.
+const RESIDENT_KEYS: u64 = 100_000;
+/// Keys of the out-of-cache scenario.
+const OUT_OF_CACHE_KEYS: u64 = 300_000;
+/// Each engine's own cache budget in the out-of-cache scenario, in bytes.
+const OUT_OF_CACHE_BUDGET: u64 = 32 << 20;
+/// Directory of the SVG charts inside an output directory.
+const CHARTS: &str = "charts";
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -36,64 +52,131 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs every listed engine on every listed workload and ranks them.
+    /// Runs the board's two pages with every engine: read-heavy (readrandom
+    /// and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest
+    /// on 300,000 keys with each engine's own caches bounded to 32 MiB) and
+    /// write-ingest (fillrandom, overwrite on 100,000 keys).
+    #[command(
+        long_about = "Runs the board's two pages with every engine: read-heavy \
+        (readrandom and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest on \
+        300,000 keys with each engine's own caches bounded to 32 MiB) and write-ingest \
+        (fillrandom, overwrite on 100,000 keys). Each engine runs each scenario in its own \
+        child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
+        2 s once and finishes in about 5 minutes on 2 cores.\n\nRocksDB is behind the \
+        `rocksdb` cargo feature, since its C++ build takes many minutes: \
+        `cargo run --release -p emberkv-bench --features rocksdb -- board`. Without it, \
+        the board lists rocksdb as not run."
+    )]
     Board {
-        /// The quick board: 100,000 keys and 2 s per cell, whatever the
-        /// defaults of --keys and --duration become.
-        #[arg(long, conflicts_with_all = ["keys", "duration"])]
+        /// The quick board: 2 s per cell, one repetition.
+        #[arg(long, conflicts_with_all = ["duration", "ops", "reps"])]
         quick: bool,
+        /// Engines to run, comma-separated [default: every registered engine].
+        #[arg(long, value_delimiter = ',')]
+        engines: Option<Vec<String>>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Runs the listed engines through the listed workloads on one store
+    /// shape.
+    Run {
         /// Engines to run, comma-separated [default: every registered engine].
         #[arg(long, value_delimiter = ',')]
         engines: Option<Vec<String>>,
         /// Workloads to run, comma-separated [default: every workload].
         #[arg(long, value_delimiter = ',')]
         workloads: Option<Vec<String>>,
+        /// Number of keys loaded (or filled).
+        #[arg(long, default_value_t = RESIDENT_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
+        keys: u64,
+        /// Out-of-cache mode: bound each engine's own caches to this many
+        /// bytes (each adapter states what it set).
+        #[arg(long)]
+        resident_budget: Option<u64>,
         #[command(flatten)]
         common: Common,
     },
-    /// Runs one engine on one workload.
-    Run {
-        /// The engine.
-        #[arg(long)]
-        engine: String,
-        /// The workload.
-        #[arg(long)]
-        workload: String,
-        #[command(flatten)]
-        common: Common,
+    /// Renders board.md and the SVG charts of a result directory.
+    Report {
+        /// A directory holding results.json (or the file itself).
+        results: PathBuf,
     },
+    /// Prints the ratios of result set B to result set A, cell by cell.
+    Compare {
+        /// The baseline: a directory holding results.json, or the file.
+        a: PathBuf,
+        /// The result set compared with it.
+        b: PathBuf,
+    },
+    /// Runs one job sent on standard input (used by the harness itself).
+    #[command(hide = true)]
+    Worker,
 }
 
 #[derive(Args)]
 struct Common {
-    /// Number of distinct keys.
-    #[arg(long, default_value_t = QUICK_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
-    keys: u64,
     /// Client threads per cell.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     threads: u16,
-    /// Measured window per cell, in seconds (a fill stops early when done).
-    #[arg(long, default_value_t = QUICK_SECS)]
-    duration: f64,
-    /// Seed of every generated key order, value and key stream.
+    /// Measured window per cell, in seconds [board: 5; run: 2].
+    #[arg(long, conflicts_with = "ops")]
+    duration: Option<f64>,
+    /// Measure a fixed number of operations per cell instead of a window.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ops: Option<u64>,
+    /// Measured repetitions per cell; the median is reported [board: 3; run: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: Option<u32>,
+    /// Value size, in bytes (at least 16).
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Share of each value that is a repeated pattern, from 0 to 1.
+    #[arg(long, default_value_t = 0.5)]
+    compressibility: f64,
+    /// Seed of every generated key order, value and operation stream.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Directory for board.md, results.json and the engines' temporary stores.
+    /// DEFAULT: each engine's shipped durability. FULL: every engine syncs
+    /// every write in its own way (stated per engine in the report).
+    #[arg(long, value_enum, default_value_t = Durability::Default)]
+    durability: Durability,
+    /// Directory for board.md, results.json, per-cell JSON, charts and the
+    /// engines' temporary stores.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    /// No progress bars and no per-cell lines (progress bars are also off
+    /// when standard output is not a terminal).
+    #[arg(long)]
+    quiet: bool,
 }
 
 impl Common {
-    fn config(&self) -> Result<Config> {
-        if !(self.duration.is_finite() && self.duration > 0.0) {
-            bail!("--duration must be a positive number of seconds");
+    fn config(&self, default_secs: f64, default_reps: u32) -> Result<Config> {
+        if self.value_size < MIN_VALUE_BYTES {
+            bail!("--value-size must be at least {MIN_VALUE_BYTES} bytes");
         }
+        if !(0.0..=1.0).contains(&self.compressibility) {
+            bail!("--compressibility must be between 0 and 1");
+        }
+        let stop = match (self.ops, self.duration) {
+            (Some(n), _) => Stop::Ops(n),
+            (None, secs) => {
+                let secs = secs.unwrap_or(default_secs);
+                if !(secs.is_finite() && secs > 0.0) {
+                    bail!("--duration must be a positive number of seconds");
+                }
+                Stop::Duration(Duration::from_secs_f64(secs))
+            }
+        };
         Ok(Config {
-            keys: self.keys,
             threads: self.threads.into(),
-            duration: Duration::from_secs_f64(self.duration),
-            warmup: WARMUP,
+            stop,
+            warmup: Duration::from_secs_f64(WARMUP_S),
             seed: self.seed,
+            value_size: self.value_size,
+            compressibility: self.compressibility,
+            reps: self.reps.unwrap_or(default_reps),
+            progress: !self.quiet && std::io::stdout().is_terminal(),
         })
     }
 }
@@ -113,86 +196,178 @@ fn run(cli: Cli) -> Result<()> {
         Command::Board {
             quick,
             engines,
-            workloads,
             common,
         } => {
-            let mut cfg = common.config()?;
-            if quick {
-                cfg.keys = QUICK_KEYS;
-                cfg.duration = Duration::from_secs_f64(QUICK_SECS);
-            }
-            let engines =
-                engines.unwrap_or_else(|| engines::names().into_iter().map(String::from).collect());
-            let workloads = workloads
-                .unwrap_or_else(|| Workload::ALL.iter().map(|w| w.name().to_owned()).collect());
-            board(&engines, &workloads, &cfg, &common.out)
+            let (secs, reps) = if quick {
+                (QUICK_SECS, 1)
+            } else {
+                (BOARD_SECS, BOARD_REPS)
+            };
+            let cfg = common.config(secs, reps)?;
+            let specs = select_engines(engines)?;
+            execute(&specs, &board_scenarios(), &cfg, &common)
         }
         Command::Run {
-            engine,
-            workload,
+            engines,
+            workloads,
+            keys,
+            resident_budget,
             common,
-        } => board(&[engine], &[workload], &common.config()?, &common.out),
+        } => {
+            let cfg = common.config(QUICK_SECS, 1)?;
+            let specs = select_engines(engines)?;
+            let mut list = match workloads {
+                Some(names) => names
+                    .iter()
+                    .map(|w| Workload::parse(w))
+                    .collect::<Result<Vec<_>>>()?,
+                None => Workload::ALL.to_vec(),
+            };
+            list.sort_unstable();
+            list.dedup();
+            let scenario = Scenario {
+                page: "custom".to_owned(),
+                name: "custom".to_owned(),
+                keys,
+                resident_budget,
+                workloads: list,
+            };
+            execute(&specs, &[scenario], &cfg, &common)
+        }
+        Command::Report { results } => {
+            let report = Report::load(&results)?;
+            let dir = if results.is_dir() {
+                results
+            } else {
+                results.parent().map(Path::to_owned).unwrap_or_default()
+            };
+            render(&report, &dir)
+        }
+        Command::Compare { a, b } => {
+            print!("{}", Report::load(&a)?.compare(&Report::load(&b)?));
+            Ok(())
+        }
+        Command::Worker => worker::serve(),
     }
 }
 
-/// Runs each engine in a fresh temporary store under `out` through the
-/// workloads (fills first), prints the board and writes it to `out`.
-fn board(
-    engine_names: &[String],
-    workload_names: &[String],
-    cfg: &Config,
-    out: &Path,
-) -> Result<()> {
-    let mut openers = Vec::new();
-    for name in engine_names {
-        let open = engines::lookup(name)?;
-        if !openers.iter().any(|(n, _)| n == name) {
-            openers.push((name.as_str(), open));
+/// The board's scenarios.
+fn board_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            page: "read-heavy".to_owned(),
+            name: "cache-resident".to_owned(),
+            keys: RESIDENT_KEYS,
+            resident_budget: None,
+            workloads: vec![Workload::ReadRandom, Workload::YcsbC],
+        },
+        Scenario {
+            page: "read-heavy".to_owned(),
+            name: "out-of-cache".to_owned(),
+            keys: OUT_OF_CACHE_KEYS,
+            resident_budget: Some(OUT_OF_CACHE_BUDGET),
+            workloads: vec![Workload::ReadRandom, Workload::ReadLatest],
+        },
+        Scenario {
+            page: "write-ingest".to_owned(),
+            name: "ingest".to_owned(),
+            keys: RESIDENT_KEYS,
+            resident_budget: None,
+            workloads: vec![Workload::FillRandom, Workload::Overwrite],
+        },
+    ]
+}
+
+/// The engines called `names` (every registered engine by default), or
+/// an error listing the valid names.
+fn select_engines(names: Option<Vec<String>>) -> Result<Vec<Spec>> {
+    let names = names.unwrap_or_else(|| engines::names().into_iter().map(String::from).collect());
+    let mut specs: Vec<Spec> = Vec::new();
+    for name in &names {
+        let spec = engines::lookup(name)?;
+        if !specs.iter().any(|s| s.name == spec.name) {
+            specs.push(spec);
         }
     }
-    let mut workloads = workload_names
-        .iter()
-        .map(|w| Workload::parse(w))
-        .collect::<Result<Vec<_>>>()?;
-    workloads.sort_unstable();
-    workloads.dedup();
-    if openers.is_empty() || workloads.is_empty() {
-        bail!("nothing to run: give at least one engine and one workload");
+    if specs.is_empty() {
+        bail!(
+            "no engine given; valid engines: {}",
+            engines::names().join(", ")
+        );
     }
-    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    Ok(specs)
+}
 
+/// Runs every ready engine through every scenario, each in a child
+/// process, then writes and prints the results.
+fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common) -> Result<()> {
+    let out = &common.out;
+    let stores = out.join("stores");
+    fs::create_dir_all(&stores).with_context(|| format!("creating {}", stores.display()))?;
     let mut report = Report {
-        environment: Environment::detect(),
-        harness: cfg.into(),
+        environment: Environment::detect(&stores),
+        harness: Harness::new(common.durability, cfg),
+        scenarios: scenarios.to_vec(),
         engines: Vec::new(),
+        missing: Vec::new(),
         cells: Vec::new(),
     };
-    for (name, open) in openers {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{name}-"))
-            .tempdir_in(out)
-            .with_context(|| format!("creating a store directory in {}", out.display()))?;
-        let engine = open(dir.path()).with_context(|| format!("opening {name}"))?;
-        report.engines.push(EngineInfo {
-            name: name.to_owned(),
-            settings: engine.settings(),
-            durability: engine.durability().to_owned(),
-        });
-        let mut bench = Bench::new(&*engine, cfg)?;
-        for &w in &workloads {
-            eprint!("{name:>8} {w:<10} ");
-            let m = bench.run(w)?;
-            let cell = Cell::new(name, w, &m);
-            eprintln!(
-                "{:>12.0} ops/s  p50 {:>9.2} µs  p99 {:>9.2} µs",
-                cell.ops_per_sec, cell.p50_us, cell.p99_us
-            );
-            report.cells.push(cell);
+    for spec in specs {
+        if let Availability::Missing(reason) = spec.availability {
+            report.missing.push(Missing {
+                name: spec.name.to_owned(),
+                krate: spec.krate.to_owned(),
+                reason: reason.to_owned(),
+            });
         }
-        engine.close().with_context(|| format!("closing {name}"))?;
-        dir.close()
-            .with_context(|| format!("removing the {name} store"))?;
     }
-    print!("{}", report.markdown());
-    report.write(out)
+    for scenario in scenarios {
+        for spec in specs {
+            if !matches!(spec.availability, Availability::Ready(_)) {
+                continue;
+            }
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("{}-", spec.name))
+                .tempdir_in(&stores)
+                .with_context(|| format!("creating a store directory in {}", stores.display()))?;
+            let job = Job {
+                engine: spec.name.to_owned(),
+                scenario: scenario.clone(),
+                durability: common.durability,
+                cfg: cfg.clone(),
+                dir: dir.path().to_owned(),
+                verbose: !common.quiet,
+            };
+            let result = worker::spawn(&job, spec.kind)?;
+            dir.close()
+                .with_context(|| format!("removing the {} stores", spec.name))?;
+            if let (Some(settings), Some(durability)) = (result.settings, result.durability) {
+                report.engines.push(EngineInfo {
+                    name: spec.name.to_owned(),
+                    kind: spec.kind,
+                    krate: spec.krate.to_owned(),
+                    version: engines::version(spec.krate),
+                    scenario: scenario.name.clone(),
+                    settings,
+                    durability,
+                });
+            }
+            report.cells.extend(result.cells);
+        }
+    }
+    fs::remove_dir(&stores).ok();
+    report.write_json(out)?;
+    render(&report, out)
+}
+
+/// Draws the charts of `report` into `dir/charts`, writes `dir/board.md`
+/// and prints the board.
+fn render(report: &Report, dir: &Path) -> Result<()> {
+    let charts = dir.join(CHARTS);
+    chart::draw_all(report, &charts)?;
+    let md = report.markdown(Some(CHARTS));
+    let path = dir.join(BOARD_MD);
+    fs::write(&path, &md).with_context(|| format!("writing {}", path.display()))?;
+    print!("{md}");
+    Ok(())
 }

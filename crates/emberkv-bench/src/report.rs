@@ -1,17 +1,21 @@
-//! The board: Markdown tables ranked by throughput, and JSON of every cell.
+//! Results: the JSON of every cell, the ranked Markdown board, and the
+//! comparison of two result sets.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::driver::{Config, LOAD_BATCH, Measurement};
-use crate::workload::{KEY_BYTES, VALUE_BYTES, Workload, ZIPF_THETA};
+use crate::driver::{Config, FULL_CHECK_EVERY, LOAD_BATCH, Measurement, Stop};
+use crate::engine::{Durability, human_bytes};
+use crate::engines::Kind;
+use crate::workload::{KEY_BYTES, Shape, Workload, ZIPF_THETA};
 
 /// The machine and toolchain a board ran on.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Environment {
     /// CPU model name from `/proc/cpuinfo`.
     pub cpu: String,
@@ -21,13 +25,18 @@ pub struct Environment {
     pub memory_gib: f64,
     /// Kernel release.
     pub kernel: String,
+    /// File system holding the stores: type, device and mount point.
+    pub filesystem: String,
     /// The `rustc --version` that compiled the harness.
     pub rustc: String,
+    /// When the run started, in seconds since the Unix epoch (UTC).
+    pub started_unix_s: u64,
 }
 
 impl Environment {
-    /// Reads the environment of this machine (`unknown` where unreadable).
-    pub fn detect() -> Self {
+    /// Reads the environment of this machine for stores under `data_dir`
+    /// (`unknown` where unreadable).
+    pub fn detect(data_dir: &Path) -> Self {
         let read = |path| fs::read_to_string(path).unwrap_or_default();
         let field = |text: &str, name: &str| {
             text.lines()
@@ -47,222 +56,642 @@ impl Environment {
             } else {
                 kernel
             },
+            filesystem: filesystem_of(data_dir, &read("/proc/mounts")),
             rustc: env!("EMBERKV_BENCH_RUSTC").to_owned(),
+            started_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         }
     }
 }
 
+/// The mount in `mounts` (the text of `/proc/mounts`) that holds `dir`.
+fn filesystem_of(dir: &Path, mounts: &str) -> String {
+    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?, f.next()?, f.next()?))
+        })
+        .filter(|(_, mount, _)| dir.starts_with(mount))
+        .max_by_key(|(_, mount, _)| mount.len())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |(dev, mount, fstype)| format!("{fstype} ({dev} on {mount})"),
+        )
+}
+
 /// The harness settings shared by every cell.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Harness {
-    /// Number of distinct keys.
-    pub keys: u64,
-    /// Key length, in bytes.
-    pub key_bytes: usize,
-    /// Value length, in bytes (half random, half a repeated pattern).
-    pub value_bytes: usize,
+    /// The durability every engine was asked for.
+    pub durability: Durability,
     /// Client threads per cell.
     pub threads: usize,
-    /// Measured window per cell, in seconds (fills stop early when done).
-    pub duration_s: f64,
-    /// Unmeasured warm-up before each read cell, in seconds.
+    /// When a measured window ends.
+    pub stop: Stop,
+    /// Unmeasured warm-up before each steady cell, in seconds.
     pub warmup_s: f64,
-    /// Seed of all generated data and key streams.
+    /// Measured repetitions per cell.
+    pub reps: u32,
+    /// Seed of all generated data and operation streams.
     pub seed: u64,
-    /// Pairs per batch when loading keys before reads.
+    /// Key length, in bytes.
+    pub key_bytes: usize,
+    /// Value length, in bytes.
+    pub value_bytes: usize,
+    /// Share of each value that is a repeated pattern.
+    pub compressibility: f64,
+    /// Pairs per batch when loading keys before a cell.
     pub load_batch: usize,
-    /// Skew of the `ycsb-c` scrambled Zipfian.
+    /// Skew of the Zipfian distributions.
     pub zipf_theta: f64,
 }
 
-impl From<&Config> for Harness {
-    fn from(cfg: &Config) -> Self {
+impl Harness {
+    /// The harness settings of a run at `durability` with `cfg`.
+    pub fn new(durability: Durability, cfg: &Config) -> Self {
         Harness {
-            keys: cfg.keys,
-            key_bytes: KEY_BYTES,
-            value_bytes: VALUE_BYTES,
+            durability,
             threads: cfg.threads,
-            duration_s: cfg.duration.as_secs_f64(),
+            stop: cfg.stop,
             warmup_s: cfg.warmup.as_secs_f64(),
+            reps: cfg.reps,
             seed: cfg.seed,
+            key_bytes: KEY_BYTES,
+            value_bytes: cfg.value_size,
+            compressibility: cfg.compressibility,
             load_batch: LOAD_BATCH,
             zipf_theta: ZIPF_THETA,
         }
     }
+
+    fn window(&self) -> String {
+        match self.stop {
+            Stop::Duration(d) => format!("{} s", d.as_secs_f64()),
+            Stop::Ops(n) => format!("{} operations", thousands(n)),
+        }
+    }
 }
 
-/// What one engine ran with.
-#[derive(Debug, Serialize)]
+/// A set of workloads run on one store of one shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// The page of the board it belongs to (`read-heavy`, `write-ingest`,
+    /// or `custom` for `run`).
+    pub page: String,
+    /// Its name, unique in a run.
+    pub name: String,
+    /// Keys loaded (or filled).
+    pub keys: u64,
+    /// Out-of-cache mode: each engine's own caches bounded to this many
+    /// bytes.
+    pub resident_budget: Option<u64>,
+    /// The workloads, in the order they run on the store.
+    pub workloads: Vec<Workload>,
+}
+
+impl Scenario {
+    /// `100,000 keys, cache-resident` or `300,000 keys, own caches ≤ 32 MiB`.
+    pub fn shape(&self) -> String {
+        match self.resident_budget {
+            Some(b) => format!(
+                "{} keys, own caches ≤ {}",
+                thousands(self.keys),
+                human_bytes(b)
+            ),
+            None => format!("{} keys, cache-resident", thousands(self.keys)),
+        }
+    }
+}
+
+/// What one engine ran with in one scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineInfo {
     /// Registry name.
     pub name: String,
-    /// Configuration the harness opened it with.
+    /// Store or reference rail.
+    pub kind: Kind,
+    /// The crate that provides it.
+    pub krate: String,
+    /// Its locked version.
+    pub version: String,
+    /// The scenario.
+    pub scenario: String,
+    /// Configuration it was opened with, naming what the harness set.
     pub settings: String,
     /// When a completed write becomes durable.
     pub durability: String,
 }
 
-/// One engine on one workload.
-#[derive(Debug, Serialize)]
-pub struct Cell {
-    /// Engine name.
-    pub engine: String,
-    /// Workload.
-    pub workload: Workload,
-    /// Operations completed in the measured window.
+/// An engine on the list that could not run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Missing {
+    /// Registry name.
+    pub name: String,
+    /// The crate that would provide it.
+    pub krate: String,
+    /// Why it did not run.
+    pub reason: String,
+}
+
+/// Whether a cell ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "reason")]
+pub enum Status {
+    /// Measured.
+    Ok,
+    /// The engine cannot run the workload.
+    Unsupported(String),
+    /// The cell failed (a wrong read, an engine error, a crash).
+    Error(String),
+}
+
+/// The measured numbers of a cell.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Operations completed in the measured windows.
     pub ops: u64,
-    /// Length of the measured window, in seconds.
+    /// Total length of the measured windows, in seconds.
     pub elapsed_s: f64,
-    /// Throughput, in operations per second.
+    /// Median throughput over the repetitions, in operations per second.
     pub ops_per_sec: f64,
+    /// Throughput of each repetition, in operations per second.
+    pub rep_ops_per_sec: Vec<f64>,
     /// Median latency, in microseconds.
     pub p50_us: f64,
     /// 99th-percentile latency, in microseconds.
     pub p99_us: f64,
+    /// 99.9th-percentile latency, in microseconds.
+    pub p999_us: f64,
     /// Worst latency, in microseconds.
     pub max_us: f64,
-    /// For fills: whether every key was inserted within the window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `(quantile, microseconds)` from the median to p99.99.
+    pub latency_curve: Vec<(f64, f64)>,
+    /// Fills and deletes: passes over the key set, over all repetitions.
+    pub rounds: Option<u32>,
+    /// Fills and deletes: whether each repetition got through every key.
     pub completed: Option<bool>,
+    /// Bytes allocated on disk to the store after the cell and a sync.
+    pub disk_bytes: u64,
+    /// Bytes of the keys and values the store holds.
+    pub logical_bytes: u64,
 }
 
-impl Cell {
-    /// The cell of `engine` on `workload` from its measurement.
-    pub fn new(engine: &str, workload: Workload, m: &Measurement) -> Self {
-        Cell {
-            engine: engine.to_owned(),
-            workload,
+impl Metrics {
+    /// The metrics of measurement `m` of `workload`, with the store's
+    /// `disk_bytes` and `logical_bytes` after it.
+    pub fn new(workload: Workload, m: &Measurement, disk_bytes: u64, logical_bytes: u64) -> Self {
+        let counted = workload.shape() != Shape::Steady;
+        Metrics {
             ops: m.ops,
             elapsed_s: m.elapsed.as_secs_f64(),
             ops_per_sec: m.ops_per_sec(),
+            rep_ops_per_sec: m.rep_ops_per_sec.clone(),
             p50_us: m.latencies.quantile_us(0.5),
             p99_us: m.latencies.quantile_us(0.99),
+            p999_us: m.latencies.quantile_us(0.999),
             max_us: m.latencies.quantile_us(1.0),
-            completed: workload.is_fill().then_some(m.completed),
+            latency_curve: m.latencies.curve(),
+            rounds: counted.then_some(m.rounds),
+            completed: counted.then_some(m.completed),
+            disk_bytes,
+            logical_bytes,
         }
+    }
+
+    /// Bytes on disk per logical byte, when the store holds anything and
+    /// keeps anything on disk.
+    pub fn space_amp(&self) -> Option<f64> {
+        (self.logical_bytes > 0 && self.disk_bytes > 0)
+            .then(|| self.disk_bytes as f64 / self.logical_bytes as f64)
     }
 }
 
-/// A whole board: environment, settings and every cell.
-#[derive(Debug, Serialize)]
+/// One engine on one workload of one scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cell {
+    /// Engine name.
+    pub engine: String,
+    /// Store or reference rail.
+    pub kind: Kind,
+    /// Scenario name.
+    pub scenario: String,
+    /// Workload.
+    pub workload: Workload,
+    /// The durability of the run.
+    pub durability: Durability,
+    /// Whether it ran.
+    #[serde(flatten)]
+    pub status: Status,
+    /// The numbers, when it ran.
+    pub metrics: Option<Metrics>,
+    /// Peak resident memory of the process that ran this engine through
+    /// this scenario (loading and every cell), in bytes (`VmHWM`).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// A whole run: environment, settings and every cell.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Where it ran.
     pub environment: Environment,
     /// Harness settings.
     pub harness: Harness,
-    /// Each engine's settings and durability.
+    /// The scenarios, in the order run.
+    pub scenarios: Vec<Scenario>,
+    /// Each engine's settings and durability, per scenario.
     pub engines: Vec<EngineInfo>,
+    /// Engines on the list that could not run, with the reason.
+    pub missing: Vec<Missing>,
     /// Every cell, in the order run.
     pub cells: Vec<Cell>,
 }
 
+/// File name of the whole result set in an output directory.
+pub const RESULTS_JSON: &str = "results.json";
+/// File name of the Markdown board in an output directory.
+pub const BOARD_MD: &str = "board.md";
+
 impl Report {
-    /// The board as Markdown: environment, engines, then one table per
-    /// workload ranked by throughput.
-    pub fn markdown(&self) -> String {
+    /// Reads `dir/results.json` (or the file `path` itself).
+    pub fn load(path: &Path) -> Result<Report> {
+        let file = if path.is_dir() {
+            path.join(RESULTS_JSON)
+        } else {
+            path.to_owned()
+        };
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+    }
+
+    /// Writes `results.json` and one JSON file per cell under
+    /// `cells/` in `dir`.
+    pub fn write_json(&self, dir: &Path) -> Result<()> {
+        let cells = dir.join("cells");
+        fs::create_dir_all(&cells).with_context(|| format!("creating {}", cells.display()))?;
+        for c in &self.cells {
+            let name = format!(
+                "{}-{}-{}-{}.json",
+                c.durability,
+                slug(&c.scenario),
+                c.workload,
+                c.engine
+            );
+            let path = cells.join(name);
+            fs::write(&path, serde_json::to_string_pretty(c)? + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        let json = dir.join(RESULTS_JSON);
+        fs::write(&json, serde_json::to_string_pretty(self)? + "\n")
+            .with_context(|| format!("writing {}", json.display()))
+    }
+
+    /// The board as Markdown: environment, method, engines, then per
+    /// page and scenario one table per workload with the stores ranked by
+    /// throughput and the reference rails apart. `charts` names the
+    /// directory (relative to the Markdown file) holding the SVG charts,
+    /// when they were drawn.
+    pub fn markdown(&self, charts: Option<&str>) -> String {
         let (e, h) = (&self.environment, &self.harness);
-        let mut md = String::from("# emberkv-bench board\n\n## Environment\n\n");
+        let mut md = format!("# emberkv-bench board — durability {}\n\n", h.durability);
+        md.push_str("## Environment\n\n");
+        let _ = writeln!(md, "- Date: {}", utc_date(e.started_unix_s));
         let _ = writeln!(md, "- CPU: {} ({} cores)", e.cpu, e.cores);
         let _ = writeln!(md, "- Memory: {:.1} GiB", e.memory_gib);
         let _ = writeln!(md, "- Kernel: {}", e.kernel);
+        let _ = writeln!(md, "- File system of the stores: {}", e.filesystem);
         let _ = writeln!(md, "- Compiler: {}", e.rustc);
+        md.push_str("\n## Method\n\n");
         let _ = writeln!(
             md,
-            "- Harness: {} keys of {} B, values of {} B (half random, half a repeated \
-             pattern), {} client threads, {} s measured per cell after {} s of warm-up \
-             (read cells), seed {}; keys missing before a read cell are loaded unmeasured \
-             in batches of {}; `ycsb-c` draws keys from a scrambled Zipfian (theta {}); \
-             latency per operation from HdrHistogram (3 significant figures)",
-            thousands(h.keys),
+            "{} client threads per cell; keys of {} B; values of {} B, {:.0} % of each a \
+             repeated pattern and the rest random, each value carrying its own version and \
+             check word; seed {}. Every engine sees the same operation streams. Each cell \
+             measures for {} after {} s of unmeasured warm-up (steady workloads), {} \
+             repetition(s); the throughput shown is the median of the repetitions, latencies \
+             are of every measured operation (HdrHistogram per thread, merged). Keys a \
+             cell needs are loaded before it, unmeasured and identically for every \
+             engine, in batches of {}. Every read is verified (length and check word; \
+             every {}th byte for byte); a wrong answer fails the engine's cell. Space \
+             amplification is bytes allocated on disk over logical bytes (keys plus \
+             values held) after the cell and a sync. Peak RSS is `VmHWM` of a child \
+             process that runs one engine through one scenario, loading included. The \
+             OS page cache is not dropped between cells: out of cache means out of the \
+             engine's own caches. Zipfian skew {}.",
+            h.threads,
             h.key_bytes,
             thousands(h.value_bytes as u64),
-            h.threads,
-            h.duration_s,
-            h.warmup_s,
+            h.compressibility * 100.0,
             h.seed,
+            h.window(),
+            h.warmup_s,
+            h.reps,
             thousands(h.load_batch as u64),
+            FULL_CHECK_EVERY,
             h.zipf_theta,
         );
-        md.push_str("\n## Engines (shipped defaults; the harness tunes no engine)\n\n");
-        md.push_str("| engine | settings | durability |\n|---|---|---|\n");
-        for info in &self.engines {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} |",
-                info.name, info.settings, info.durability
-            );
+        self.engines_markdown(&mut md);
+        let mut pages: Vec<&str> = Vec::new();
+        for s in &self.scenarios {
+            if !pages.contains(&s.page.as_str()) {
+                pages.push(&s.page);
+            }
         }
-        for w in Workload::ALL {
-            let mut cells: Vec<&Cell> = self.cells.iter().filter(|c| c.workload == w).collect();
-            if cells.is_empty() {
-                continue;
+        for page in pages {
+            let _ = writeln!(md, "\n## {page}");
+            for s in self.scenarios.iter().filter(|s| s.page == page) {
+                for &w in &s.workloads {
+                    self.table(&mut md, s, w, charts);
+                }
             }
-            cells.sort_by(|a, b| b.ops_per_sec.total_cmp(&a.ops_per_sec));
-            let _ = writeln!(md, "\n## {w}\n");
-            md.push_str("| rank | engine | ops/sec | p50 µs | p99 µs | durability |\n");
-            md.push_str("|---:|---|---:|---:|---:|---|\n");
-            for (rank, c) in cells.iter().enumerate() {
-                let durability = self
-                    .engines
-                    .iter()
-                    .find(|i| i.name == c.engine)
-                    .map_or("", |i| i.durability.as_str());
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} | {} |",
-                    rank + 1,
-                    c.engine,
-                    thousands(c.ops_per_sec.round() as u64),
-                    micros(c.p50_us),
-                    micros(c.p99_us),
-                    durability
-                );
-            }
-            md.push('\n');
-            md.push_str(&self.note(w, &cells));
         }
         md
     }
 
-    /// The note under the table of `w`.
-    fn note(&self, w: Workload, cells: &[&Cell]) -> String {
-        let d = self.harness.duration_s;
-        if !w.is_fill() {
-            return format!(
-                "Gets of loaded keys over {d} s after {} s of warm-up; every value \
-                 checked (length and first 8 bytes; every 64th read byte for byte).\n",
-                self.harness.warmup_s
-            );
-        }
-        let mut note = format!(
-            "Inserts of every key once, in a seeded random order, into an empty store; \
-             no warm-up; measured until all keys are in or {d} s pass, whichever is first."
+    fn engines_markdown(&self, md: &mut String) {
+        md.push_str(
+            "\n## Engines\n\nEvery engine runs at its shipped defaults; whatever the \
+             harness sets is named in its settings.\n\n",
         );
-        for c in cells.iter().filter(|c| c.completed == Some(false)) {
-            let _ = write!(
-                note,
-                " **{}: capped at {d} s with {} of {} keys inserted; its rate is of those.**",
-                c.engine,
-                thousands(c.ops),
-                thousands(self.harness.keys)
+        md.push_str("| engine | kind | crate | scenarios | settings | durability |\n");
+        md.push_str("|---|---|---|---|---|---|\n");
+        let mut rows: Vec<(String, Vec<&str>, &EngineInfo)> = Vec::new();
+        for info in &self.engines {
+            let key = format!(
+                "{}\u{0}{}\u{0}{}",
+                info.name, info.settings, info.durability
+            );
+            match rows.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, scenarios, _)) => scenarios.push(&info.scenario),
+                None => rows.push((key, vec![&info.scenario], info)),
+            }
+        }
+        for (_, scenarios, info) in rows {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} {} | {} | {} | {} |",
+                info.name,
+                kind_name(info.kind),
+                info.krate,
+                info.version,
+                scenarios.join(", "),
+                info.settings,
+                info.durability
             );
         }
-        note.push('\n');
-        note
+        if !self.missing.is_empty() {
+            md.push_str("\nNot run:\n\n| engine | crate | reason |\n|---|---|---|\n");
+            for m in &self.missing {
+                let _ = writeln!(md, "| {} | {} | {} |", m.name, m.krate, m.reason);
+            }
+        }
     }
 
-    /// Writes `board.md` and `results.json` into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<()> {
-        let md = dir.join("board.md");
-        fs::write(&md, self.markdown()).with_context(|| format!("writing {}", md.display()))?;
-        let json = dir.join("results.json");
-        let text = serde_json::to_string_pretty(self)?;
-        fs::write(&json, text + "\n").with_context(|| format!("writing {}", json.display()))
+    fn table(&self, md: &mut String, s: &Scenario, w: Workload, charts: Option<&str>) {
+        let cells: Vec<&Cell> = self
+            .cells
+            .iter()
+            .filter(|c| c.scenario == s.name && c.workload == w)
+            .collect();
+        if cells.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n### {w} — {}\n", s.shape());
+        let _ = writeln!(md, "One operation: {}.\n", w.describe());
+        let header = "| rank | engine | shape | ops/sec | p50 µs | p99 µs | p99.9 µs | max µs \
+                      | space amp | peak RSS |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+        md.push_str(header);
+        let mut stores: Vec<&Cell> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.kind == Kind::Store)
+            .collect();
+        stores.sort_by(|a, b| {
+            let rate = |c: &Cell| c.metrics.as_ref().map_or(-1.0, |m| m.ops_per_sec);
+            rate(b).total_cmp(&rate(a))
+        });
+        let mut rank = 0;
+        for c in stores {
+            let r = if c.status == Status::Ok {
+                rank += 1;
+                rank.to_string()
+            } else {
+                "—".to_owned()
+            };
+            md.push_str(&row(&r, c, s));
+        }
+        let rails: Vec<&Cell> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.kind != Kind::Store)
+            .collect();
+        if !rails.is_empty() {
+            md.push_str("\nReference rails, not ranked:\n\n");
+            md.push_str(header);
+            for c in rails {
+                md.push_str(&row(kind_name(c.kind), c, s));
+            }
+        }
+        let notes = self.notes(&cells);
+        if !notes.is_empty() {
+            md.push('\n');
+            md.push_str(&notes);
+        }
+        if let Some(dir) = charts {
+            let base = chart_base(&s.name, w);
+            let _ = writeln!(
+                md,
+                "\n![{w} throughput]({dir}/{base}-throughput.svg) \
+                 ![{w} latency]({dir}/{base}-latency.svg)"
+            );
+        }
+    }
+
+    /// Notes under a table: fill and delete rounds, capped fills, errors.
+    fn notes(&self, cells: &[&Cell]) -> String {
+        let mut notes = String::new();
+        for c in cells {
+            if let Status::Error(e) = &c.status {
+                let _ = writeln!(notes, "- **{}: error: {e}**", c.engine);
+            }
+            let Some(m) = &c.metrics else { continue };
+            match (m.rounds, m.completed) {
+                (Some(_), Some(false)) => {
+                    let _ = writeln!(
+                        notes,
+                        "- **{}: the window closed before every key was done once \
+                         ({} operations); its rate is of those.**",
+                        c.engine,
+                        thousands(m.ops)
+                    );
+                }
+                (Some(rounds), _) if rounds > self.harness.reps => {
+                    let _ = writeln!(
+                        notes,
+                        "- {}: {} passes over the key set over {} repetition(s) to fill \
+                         the window{}; set-up between passes unmeasured.",
+                        c.engine,
+                        rounds,
+                        self.harness.reps,
+                        if c.workload.shape() == Shape::Fill {
+                            ", each into a fresh, empty store"
+                        } else {
+                            ", reloading the keys between passes"
+                        }
+                    );
+                }
+                _ => {}
+            }
+        }
+        notes
+    }
+
+    /// Ratios of `other` to `self` (the baseline), per cell present in
+    /// both, as Markdown.
+    pub fn compare(&self, other: &Report) -> String {
+        let mut md = String::from(
+            "| durability | scenario | workload | engine | A ops/sec | B ops/sec | B/A | A p99 µs \
+             | B p99 µs | B/A |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let index: BTreeMap<_, &Cell> = other
+            .cells
+            .iter()
+            .map(|c| ((c.durability, &c.scenario, c.workload, &c.engine), c))
+            .collect();
+        let mut unmatched = Vec::new();
+        for a in &self.cells {
+            let Some(b) = index.get(&(a.durability, &a.scenario, a.workload, &a.engine)) else {
+                unmatched.push(format!(
+                    "{} {} {} (only in A)",
+                    a.scenario, a.workload, a.engine
+                ));
+                continue;
+            };
+            let ((ra, ma), (rb, mb)) = (shown_rate(a), shown_rate(b));
+            let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) if x > 0.0 => format!("{:.2}", y / x),
+                _ => "—".to_owned(),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                a.durability,
+                a.scenario,
+                a.workload,
+                a.engine,
+                ra,
+                rb,
+                ratio(ma.map(|m| m.ops_per_sec), mb.map(|m| m.ops_per_sec)),
+                ma.map_or("—".to_owned(), |m| micros(m.p99_us)),
+                mb.map_or("—".to_owned(), |m| micros(m.p99_us)),
+                ratio(ma.map(|m| m.p99_us), mb.map(|m| m.p99_us)),
+            );
+        }
+        for b in &other.cells {
+            if !self.cells.iter().any(|a| {
+                (a.durability, &a.scenario, a.workload, &a.engine)
+                    == (b.durability, &b.scenario, b.workload, &b.engine)
+            }) {
+                unmatched.push(format!(
+                    "{} {} {} (only in B)",
+                    b.scenario, b.workload, b.engine
+                ));
+            }
+        }
+        if !unmatched.is_empty() {
+            let _ = writeln!(md, "\nNot compared: {}", unmatched.join("; "));
+        }
+        md
     }
 }
 
+/// The throughput of a cell as shown, and its metrics when it ran.
+fn shown_rate(c: &Cell) -> (String, Option<&Metrics>) {
+    match (&c.status, &c.metrics) {
+        (Status::Ok, Some(m)) => (thousands(m.ops_per_sec.round() as u64), Some(m)),
+        (Status::Unsupported(_), _) => ("unsupported".to_owned(), None),
+        _ => ("error".to_owned(), None),
+    }
+}
+
+fn row(rank: &str, c: &Cell, s: &Scenario) -> String {
+    let shape = s.shape();
+    let rss = c.peak_rss_bytes.map_or("—".to_owned(), human_bytes);
+    match (&c.status, &c.metrics) {
+        (Status::Ok, Some(m)) => format!(
+            "| {rank} | {} | {shape} | {} | {} | {} | {} | {} | {} | {rss} |\n",
+            c.engine,
+            thousands(m.ops_per_sec.round() as u64),
+            micros(m.p50_us),
+            micros(m.p99_us),
+            micros(m.p999_us),
+            micros(m.max_us),
+            m.space_amp().map_or("—".to_owned(), |a| format!("{a:.2}")),
+        ),
+        (Status::Unsupported(why), _) => format!(
+            "| {rank} | {} | {shape} | unsupported ({why}) | | | | | | |\n",
+            c.engine
+        ),
+        (Status::Error(_), _) | (Status::Ok, None) => format!(
+            "| {rank} | {} | {shape} | error (see below) | | | | | | {rss} |\n",
+            c.engine
+        ),
+    }
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Store => "store",
+        Kind::Ceiling => "ceiling rail",
+        Kind::Floor => "floor rail",
+    }
+}
+
+/// The file-name stem of the charts of workload `w` in scenario `scenario`.
+pub fn chart_base(scenario: &str, w: Workload) -> String {
+    format!("{}-{w}", slug(scenario))
+}
+
+/// `name` in lower case with every run of other characters than letters
+/// and digits turned into one `-`.
+pub fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for ch in name.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+/// The UTC date and time of `unix_s` seconds since the epoch.
+fn utc_date(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        secs / 3_600,
+        secs % 3_600 / 60
+    )
+}
+
 /// `n` with thousands separators.
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, ch) in digits.chars().enumerate() {
@@ -275,7 +704,7 @@ fn thousands(n: u64) -> String {
 }
 
 /// A latency in microseconds, to about 3 significant figures.
-fn micros(us: f64) -> String {
+pub fn micros(us: f64) -> String {
     match us {
         x if x < 10.0 => format!("{x:.2}"),
         x if x < 100.0 => format!("{x:.1}"),
@@ -287,71 +716,185 @@ fn micros(us: f64) -> String {
 mod tests {
     use super::*;
 
-    fn cell(engine: &str, workload: Workload, ops_per_sec: f64, completed: Option<bool>) -> Cell {
-        Cell {
-            engine: engine.to_owned(),
-            workload,
+    fn metrics(ops_per_sec: f64, rounds: Option<u32>, completed: Option<bool>) -> Metrics {
+        Metrics {
             ops: 1_234,
-            elapsed_s: 1.0,
+            elapsed_s: 2.0,
             ops_per_sec,
+            rep_ops_per_sec: vec![ops_per_sec],
             p50_us: 1.0,
             p99_us: 2.0,
-            max_us: 3.0,
+            p999_us: 3.0,
+            max_us: 4.0,
+            latency_curve: vec![(0.5, 1.0), (0.99, 2.0)],
+            rounds,
             completed,
+            disk_bytes: 2_000,
+            logical_bytes: 1_000,
+        }
+    }
+
+    fn cell(
+        engine: &str,
+        kind: Kind,
+        workload: Workload,
+        status: Status,
+        m: Option<Metrics>,
+    ) -> Cell {
+        Cell {
+            engine: engine.to_owned(),
+            kind,
+            scenario: "s".to_owned(),
+            workload,
+            durability: Durability::Default,
+            status,
+            metrics: m,
+            peak_rss_bytes: Some(64 << 20),
+        }
+    }
+
+    fn report() -> Report {
+        let cfg = Config {
+            threads: 8,
+            stop: Stop::Duration(std::time::Duration::from_secs(2)),
+            warmup: std::time::Duration::from_millis(500),
+            seed: 42,
+            value_size: 1024,
+            compressibility: 0.5,
+            reps: 1,
+            progress: false,
+        };
+        Report {
+            environment: Environment::detect(Path::new(".")),
+            harness: Harness::new(Durability::Default, &cfg),
+            scenarios: vec![Scenario {
+                page: "read-heavy".to_owned(),
+                name: "s".to_owned(),
+                keys: 100_000,
+                resident_budget: Some(32 << 20),
+                workloads: vec![Workload::FillRandom, Workload::ReadSeq],
+            }],
+            engines: Vec::new(),
+            missing: vec![Missing {
+                name: "gone".to_owned(),
+                krate: "gone-crate".to_owned(),
+                reason: "does not build".to_owned(),
+            }],
+            cells: vec![
+                cell(
+                    "slow",
+                    Kind::Store,
+                    Workload::FillRandom,
+                    Status::Ok,
+                    Some(metrics(10.0, Some(1), Some(false))),
+                ),
+                cell(
+                    "fast",
+                    Kind::Store,
+                    Workload::FillRandom,
+                    Status::Ok,
+                    Some(metrics(1_000.0, Some(4), Some(true))),
+                ),
+                cell(
+                    "ceil",
+                    Kind::Ceiling,
+                    Workload::FillRandom,
+                    Status::Ok,
+                    Some(metrics(9_999.0, Some(9), Some(true))),
+                ),
+                cell(
+                    "bad",
+                    Kind::Store,
+                    Workload::FillRandom,
+                    Status::Error("wrong value".to_owned()),
+                    None,
+                ),
+                cell(
+                    "hash",
+                    Kind::Store,
+                    Workload::ReadSeq,
+                    Status::Unsupported("no order".to_owned()),
+                    None,
+                ),
+            ],
         }
     }
 
     #[test]
-    fn tables_rank_by_throughput_and_flag_capped_fills() {
-        let info = |name: &str| EngineInfo {
-            name: name.to_owned(),
-            settings: "defaults".to_owned(),
-            durability: format!("{name}-durability"),
-        };
-        let report = Report {
-            environment: Environment::detect(),
-            harness: Harness::from(&Config {
-                keys: 100_000,
-                threads: 8,
-                duration: std::time::Duration::from_secs(2),
-                warmup: std::time::Duration::from_millis(500),
-                seed: 42,
-            }),
-            engines: vec![info("slow"), info("fast")],
-            cells: vec![
-                cell("slow", Workload::FillRandom, 10.0, Some(false)),
-                cell("fast", Workload::FillRandom, 1_000.0, Some(true)),
-                cell("slow", Workload::YcsbC, 5.0, None),
-            ],
-        };
-        let md = report.markdown();
+    fn tables_rank_stores_apart_from_rails_and_never_show_zero() {
+        let md = report().markdown(Some("charts"));
+        let fast = md.find("| 1 | fast | 100,000 keys, own caches ≤ 32 MiB | 1,000 | 1.00 | 2.00 | 3.00 | 4.00 | 2.00 | 64 MiB |");
+        let slow = md.find("| 2 | slow |");
+        let bad = md.find("| — | bad |");
+        let rails = md.find("Reference rails, not ranked");
+        let ceil = md.find("| ceiling rail | ceil |");
         assert!(
-            md.contains("| 1 | fast | 1,000 | 1.00 | 2.00 | fast-durability |"),
+            fast < slow && slow < bad && bad < rails && rails < ceil,
             "{md}"
         );
-        assert!(md.contains("| 2 | slow | 10 |"), "{md}");
+        assert!(fast.is_some() && ceil.is_some(), "{md}");
         assert!(
-            md.contains("slow: capped at 2 s with 1,234 of 100,000 keys"),
+            md.contains("**slow: the window closed before every key was done once"),
             "{md}"
         );
-        assert!(!md.contains("fast: capped"), "{md}");
+        assert!(md.contains("fast: 4 passes over the key set"), "{md}");
+        assert!(md.contains("**bad: error: wrong value**"), "{md}");
         assert!(
-            md.contains("## ycsb-c") && !md.contains("## readrandom"),
+            md.contains(
+                "| — | hash | 100,000 keys, own caches ≤ 32 MiB | unsupported (no order) |"
+            ),
             "{md}"
         );
-        let json: serde_json::Value = serde_json::to_value(&report).unwrap();
-        assert_eq!(json["cells"][2]["workload"], "ycsb-c");
-        assert_eq!(json["harness"]["keys"], 100_000);
+        assert!(
+            md.contains("| gone | gone-crate | does not build |"),
+            "{md}"
+        );
+        assert!(md.contains("(charts/s-fillrandom-throughput.svg)"), "{md}");
+        assert!(md.contains("durability DEFAULT"), "{md}");
     }
 
     #[test]
-    fn number_formatting() {
+    fn json_round_trips_and_compare_prints_ratios() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = report();
+        a.write_json(dir.path()).unwrap();
+        assert!(
+            dir.path()
+                .join("cells/DEFAULT-s-fillrandom-fast.json")
+                .exists()
+        );
+        let back = Report::load(dir.path()).unwrap();
+        assert_eq!(back.cells.len(), a.cells.len());
+        let mut b = back.clone();
+        b.cells[1].metrics.as_mut().unwrap().ops_per_sec = 1_500.0;
+        b.cells.pop();
+        let cmp = a.compare(&b);
+        assert!(
+            cmp.contains("| DEFAULT | s | fillrandom | fast | 1,000 | 1,500 | 1.50 |"),
+            "{cmp}"
+        );
+        assert!(cmp.contains("| bad | error | error | — |"), "{cmp}");
+        assert!(cmp.contains("s readseq hash (only in A)"), "{cmp}");
+    }
+
+    #[test]
+    fn formatting_helpers() {
         assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(micros(0.456), "0.46");
         assert_eq!(micros(45.66), "45.7");
         assert_eq!(micros(12_345.4), "12,345");
+        assert_eq!(slug("Out of cache, 32 MiB"), "out-of-cache-32-mib");
+        assert_eq!(utc_date(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_date(1_700_000_000), "2023-11-14 22:13 UTC");
+        let mounts = "/dev/vda / ext4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n";
+        assert_eq!(
+            filesystem_of(Path::new("/tmp/x"), mounts),
+            "tmpfs (tmpfs on /tmp)"
+        );
+        assert_eq!(
+            filesystem_of(Path::new("/work"), mounts),
+            "ext4 (/dev/vda on /)"
+        );
     }
 }

@@ -1,17 +1,51 @@
-//! emberkv at its shipped defaults (`emberkv::Options::default()`).
+//! emberkv at its shipped defaults (`emberkv::Options::default()`), with
+//! `sync_writes(true)` for FULL durability and `hot_bytes` bounded in
+//! out-of-cache mode.
 
 use std::path::Path;
 
 use anyhow::Result;
 
-use crate::engine::Engine;
+use crate::engine::{Durability, Engine, OpenOptions, human_bytes};
 
-struct Emberkv(::emberkv::Db);
+/// emberkv's smallest hot tier, in bytes (4 pages of 1 MiB).
+const MIN_HOT_BYTES: u64 = 4 << 20;
 
-/// Opens an emberkv store in `dir/emberkv` with default options.
-pub fn open(dir: &Path) -> Result<Box<dyn Engine>> {
-    let db = ::emberkv::Db::open(dir.join("emberkv"), ::emberkv::Options::default())?;
-    Ok(Box::new(Emberkv(db)))
+struct Emberkv {
+    db: ::emberkv::Db,
+    settings: String,
+    durability: &'static str,
+}
+
+/// Opens an emberkv store in `dir/emberkv`.
+pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
+    let mut opts = ::emberkv::Options::default();
+    let mut set = Vec::new();
+    if let Some(budget) = options.resident_budget {
+        let hot = budget.max(MIN_HOT_BYTES);
+        opts = opts.hot_bytes(usize::try_from(hot)?);
+        set.push(format!(
+            "hot_bytes = {} (its in-memory hot tier; default 64 MiB)",
+            human_bytes(hot)
+        ));
+    }
+    let durability = match options.durability {
+        Durability::Default => {
+            "background group commit within a 100 ms window (sync_writes = false, default)"
+        }
+        Durability::Full => {
+            opts = opts.sync_writes(true);
+            set.push("sync_writes = true".to_owned());
+            "fdatasync before each write returns, shared by concurrent writers \
+             (sync_writes = true)"
+        }
+    };
+    let db = ::emberkv::Db::open(dir.join("emberkv"), opts)?;
+    Ok(Box::new(Emberkv {
+        db,
+        settings: super::describe("Options::default()", &set),
+        durability,
+    }))
 }
 
 impl Engine for Emberkv {
@@ -20,31 +54,31 @@ impl Engine for Emberkv {
     }
 
     fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.0.insert(key, value)?)
+        Ok(self.db.insert(key, value)?)
     }
 
     fn get(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.0.get_into(key, buf)?)
+        Ok(self.db.get_into(key, buf)?)
     }
 
     fn remove(&self, key: &[u8]) -> Result<()> {
-        self.0.remove(key)?;
+        self.db.remove(key)?;
         Ok(())
     }
 
     fn sync(&self) -> Result<()> {
-        Ok(self.0.sync()?)
+        Ok(self.db.sync()?)
     }
 
     fn settings(&self) -> String {
-        "shipped defaults (Options::default())".to_owned()
+        self.settings.clone()
     }
 
-    fn durability(&self) -> &'static str {
-        "background group commit, 100 ms window (sync_writes = false, default)"
+    fn durability(&self) -> String {
+        self.durability.to_owned()
     }
 
     fn close(self: Box<Self>) -> Result<()> {
-        Ok(self.0.close()?)
+        Ok(self.db.close()?)
     }
 }

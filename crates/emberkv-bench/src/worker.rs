@@ -1,0 +1,227 @@
+//! The child process that runs one engine through one scenario, so that
+//! each engine's peak RSS is its own and a crash costs only its cells.
+//!
+//! The parent writes a [`Job`] as JSON to the child's standard input and
+//! reads a [`JobResult`] as JSON from its standard output.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{Bench, Config, Outcome};
+use crate::engine::{Durability, Engine, OpenOptions};
+use crate::engines::{self, Availability, Kind};
+use crate::report::{Cell, Metrics, Scenario, Status, micros, thousands};
+
+/// One engine through one scenario.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Job {
+    /// Registry name of the engine.
+    pub engine: String,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The durability asked of the engine.
+    pub durability: Durability,
+    /// Harness settings.
+    pub cfg: Config,
+    /// An empty directory for the engine's stores.
+    pub dir: PathBuf,
+    /// Whether to print a line per cell on standard error.
+    pub verbose: bool,
+}
+
+/// What a job produced.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct JobResult {
+    /// The engine's settings line, when it opened.
+    pub settings: Option<String>,
+    /// The engine's durability line, when it opened.
+    pub durability: Option<String>,
+    /// One cell per workload of the scenario.
+    pub cells: Vec<Cell>,
+}
+
+/// Runs `job` in a child process of this executable and returns its
+/// result; a child that dies yields an error cell per workload.
+pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
+    let exe = std::env::current_exe().context("locating the harness executable")?;
+    let mut child = Command::new(exe)
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting a worker process")?;
+    let input = serde_json::to_vec(job)?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(&input)
+        .context("sending the job to the worker")?;
+    let mut output = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut output)
+        .context("reading the worker's result")?;
+    let status = child.wait()?;
+    match serde_json::from_str(&output) {
+        Ok(result) if status.success() => Ok(result),
+        _ => Ok(JobResult {
+            settings: None,
+            durability: None,
+            cells: job
+                .scenario
+                .workloads
+                .iter()
+                .map(|&w| {
+                    cell(
+                        job,
+                        kind,
+                        w,
+                        Status::Error(format!("worker process died ({status})")),
+                        None,
+                    )
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// The worker's side: reads a job from standard input, runs it, writes
+/// the result to standard output.
+pub fn serve() -> Result<()> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let job: Job = serde_json::from_str(&input).context("parsing the job")?;
+    let result = run(&job)?;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &result)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn cell(
+    job: &Job,
+    kind: Kind,
+    workload: crate::workload::Workload,
+    status: Status,
+    metrics: Option<Metrics>,
+) -> Cell {
+    Cell {
+        engine: job.engine.clone(),
+        kind,
+        scenario: job.scenario.name.clone(),
+        workload,
+        durability: job.durability,
+        status,
+        metrics,
+        peak_rss_bytes: None,
+    }
+}
+
+/// Runs `job` in this process.
+pub fn run(job: &Job) -> Result<JobResult> {
+    let spec = engines::lookup(&job.engine)?;
+    let Availability::Ready(open) = spec.availability else {
+        bail!("{} cannot run in this build", job.engine);
+    };
+    let options = OpenOptions {
+        durability: job.durability,
+        resident_budget: job.scenario.resident_budget,
+        threads: job.cfg.threads,
+    };
+    let open_store = |dir: &Path| -> Result<Box<dyn Engine>> { open(dir, &options) };
+    let mut result = JobResult {
+        settings: None,
+        durability: None,
+        cells: Vec::new(),
+    };
+    let mut bench = match Bench::new(
+        &open_store,
+        &job.dir,
+        job.scenario.keys,
+        &job.cfg,
+        spec.kind != Kind::Floor,
+        &job.engine,
+    ) {
+        Ok(bench) => bench,
+        Err(e) => {
+            let why = format!("{e:#}");
+            result.cells = job
+                .scenario
+                .workloads
+                .iter()
+                .map(|&w| cell(job, spec.kind, w, Status::Error(why.clone()), None))
+                .collect();
+            return Ok(result);
+        }
+    };
+    let (settings, durability) = bench.describe();
+    result.settings = Some(settings);
+    result.durability = Some(durability);
+    for &w in &job.scenario.workloads {
+        let outcome = bench
+            .run(w)
+            .and_then(|o| match o {
+                Outcome::Measured(m) => {
+                    let (disk, logical) = bench.space()?;
+                    Ok((Status::Ok, Some(Metrics::new(w, &m, disk, logical))))
+                }
+                Outcome::Unsupported(why) => Ok((Status::Unsupported(why), None)),
+            })
+            .unwrap_or_else(|e| (Status::Error(format!("{e:#}")), None));
+        let c = cell(job, spec.kind, w, outcome.0, outcome.1);
+        if job.verbose {
+            eprintln!("{}", summary(&c));
+        }
+        result.cells.push(c);
+    }
+    bench.close()?;
+    let rss = peak_rss_bytes();
+    for c in &mut result.cells {
+        c.peak_rss_bytes = rss;
+    }
+    Ok(result)
+}
+
+/// One line about a cell, for the console.
+pub fn summary(c: &Cell) -> String {
+    let head = format!(
+        "{:>9} {:<15} {:<12}",
+        c.engine,
+        c.scenario,
+        c.workload.name()
+    );
+    match (&c.status, &c.metrics) {
+        (Status::Ok, Some(m)) => format!(
+            "{head} {:>11} ops/s  p50 {:>7} µs  p99 {:>7} µs  p99.9 {:>7} µs",
+            thousands(m.ops_per_sec.round() as u64),
+            micros(m.p50_us),
+            micros(m.p99_us),
+            micros(m.p999_us)
+        ),
+        (Status::Unsupported(why), _) => format!("{head} unsupported: {why}"),
+        (Status::Error(e), _) => format!("{head} ERROR: {e}"),
+        (Status::Ok, None) => format!("{head} no measurement"),
+    }
+}
+
+/// The peak resident set size of this process (`VmHWM`), in bytes.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
