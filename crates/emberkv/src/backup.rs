@@ -10,11 +10,18 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::log::Log;
+use crate::manifest::{self, Retired};
 use crate::storage::sync_dir;
 
 /// Copies the store in `src` up to log address `upto` (a record boundary
 /// that is durable) into the new store directory `dest`.
-pub(crate) fn copy_prefix(src: &Path, dest: &Path, log: &Log, upto: u64) -> Result<()> {
+pub(crate) fn copy_prefix(
+    src: &Path,
+    dest: &Path,
+    log: &Log,
+    retired: &Retired,
+    upto: u64,
+) -> Result<()> {
     if dest.exists() && fs::read_dir(dest)?.next().is_some() {
         return Err(Error::InvalidPath {
             path: dest.to_path_buf(),
@@ -24,7 +31,11 @@ pub(crate) fn copy_prefix(src: &Path, dest: &Path, log: &Log, upto: u64) -> Resu
     fs::create_dir_all(dest)?;
     let storage = log.storage();
     let last = storage.segment_of(upto);
-    for seg in storage.list()?.into_iter().filter(|&s| s <= last) {
+    for seg in storage
+        .list()?
+        .into_iter()
+        .filter(|&s| s <= last && !retired.contains(s))
+    {
         let len = if seg == last {
             upto - storage.segment_start(seg)
         } else {
@@ -43,6 +54,7 @@ pub(crate) fn copy_prefix(src: &Path, dest: &Path, log: &Log, upto: u64) -> Resu
         to.flush()?;
         to.sync_all()?;
     }
+    manifest::store(dest, retired)?;
     let meta = crate::meta::META_FILE;
     fs::copy(src.join(meta), dest.join(meta))?;
     File::open(dest.join(meta))?.sync_all()?;

@@ -6,10 +6,10 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, SHARDS};
 use crate::log::read_cold;
-use crate::meta;
 use crate::record::Record;
 use crate::recovery::{self, Mode};
 use crate::storage::Segments;
+use crate::{manifest, meta};
 
 /// What [`check`] found.
 #[derive(Clone, Debug, Default)]
@@ -78,7 +78,14 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
     let index = Index::with_capacity(0);
     let mut report = CheckReport::default();
-    recovery::replay(&storage, &index, &hasher, Mode::Check(&mut report))?;
+    let retired = manifest::load(dir)?;
+    recovery::replay(
+        &storage,
+        &retired,
+        &index,
+        &hasher,
+        Mode::Check(&mut report),
+    )?;
     report.keys = index.len();
     let mut scratch = Vec::new();
     for shard in 0..SHARDS {

@@ -4,16 +4,19 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
+use crate::compaction::{self, CompactionReport, Compactor};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::index::{Index, KeyHasher, ShardWriter, Slot, shard_of};
 use crate::iter::Iter;
 use crate::log::{Found, Log};
+use crate::manifest::{self, Retired};
 use crate::options::Options;
 use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES};
 use crate::stats::Stats;
@@ -29,12 +32,9 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 /// Dropping a `Db` flushes and fdatasyncs everything and releases the
 /// store's lock; call [`Db::close`] instead to see an error.
 pub struct Db {
-    dir: PathBuf,
-    index: Index,
-    log: Arc<Log>,
-    hasher: KeyHasher,
-    sync_writes: bool,
+    core: Arc<Core>,
     flusher: Mutex<Option<Flusher>>,
+    compactor: Mutex<Option<Compactor>>,
     /// Holds the store's exclusive `flock` until the `Db` is gone.
     _lock: File,
 }
@@ -64,7 +64,8 @@ struct Old {
 }
 
 /// The record a key's index entry points at, as a write found it.
-struct Current {
+pub(crate) struct Current {
+    addr: u64,
     record_bytes: u64,
     logical_bytes: u64,
     expires_at: Option<u64>,
@@ -76,256 +77,79 @@ impl Current {
     }
 }
 
-impl Db {
-    /// Opens the store in directory `path`, creating it if missing, and
-    /// recovers it: the index is rebuilt by replaying the segment files, and
-    /// a torn or corrupt tail of the newest segment is cut off.
-    ///
-    /// # Errors
-    /// - [`Error::Locked`] when another handle (this process or another)
-    ///   has the store open;
-    /// - [`Error::InvalidOptions`] for options out of their documented range;
-    /// - [`Error::Corruption`] for damage recovery cannot cut off (a sealed
-    ///   segment, a missing segment, the meta file);
-    /// - [`Error::IncompatibleFormat`] for a store of another format version;
-    /// - [`Error::Io`] for failed system calls.
-    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Self::open_with(path.as_ref(), options, KeyHasher::new)
+/// The state shared by a [`Db`] and its background threads, and the read
+/// and write paths over it.
+pub(crate) struct Core {
+    pub(crate) dir: PathBuf,
+    pub(crate) index: Index,
+    pub(crate) log: Arc<Log>,
+    pub(crate) hasher: KeyHasher,
+    pub(crate) sync_writes: bool,
+    /// The manifest of retired segments, as last stored.
+    pub(crate) retired: Mutex<Retired>,
+    /// Held for a whole compaction pass: one at a time.
+    pub(crate) compaction_lock: Mutex<()>,
+    /// Segments compacted since the store was opened.
+    pub(crate) compactions: AtomicU64,
+    /// Live [`Iter`]s: retired segment files are kept while any is alive,
+    /// since an iterator over a table snapshot may still read them.
+    pub(crate) iterators: AtomicUsize,
+    /// Retired segments whose files wait for the iterators to finish.
+    pending_deletes: Mutex<Vec<u64>>,
+}
+
+impl Core {
+    /// Marks `seg` retired in the manifest, durably, then deletes its file
+    /// (or schedules that, while iterators are alive).
+    pub(crate) fn retire(&self, seg: u64) -> Result<()> {
+        {
+            let mut retired = self.retired.lock();
+            let mut next = retired.clone();
+            next.insert(seg);
+            manifest::store(&self.dir, &next)?;
+            *retired = next;
+        }
+        self.pending_deletes.lock().push(seg);
+        self.delete_retired_files()
     }
 
-    fn open_with(
-        dir: &Path,
-        options: Options,
-        hasher: impl FnOnce(u64) -> KeyHasher,
-    ) -> Result<Db> {
-        options.validate()?;
-        let lock = meta::lock(dir)?;
-        let meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
-        let hasher = hasher(meta.hash_seed);
-        let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
-        let index = Index::with_capacity(options.key_capacity);
-        let tail = recovery::replay(&storage, &index, &hasher, recovery::Mode::Repair)?;
-        let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
-        let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
-        Ok(Db {
-            dir: dir.to_path_buf(),
-            index,
-            log,
-            hasher,
-            sync_writes: options.sync_writes,
-            flusher: Mutex::new(Some(flusher)),
-            _lock: lock,
-        })
-    }
-
-    /// Inserts `value` under `key`, replacing any previous value and
-    /// clearing any expiry.
-    ///
-    /// With `sync_writes` it returns after an fdatasync covering the record;
-    /// otherwise once the record is in the hot tier (durable within the
-    /// flush window, see the crate docs).
-    ///
-    /// # Errors
-    /// [`Error::KeyTooLarge`] above [`MAX_KEY_BYTES`], [`Error::ValueTooLarge`]
-    /// above [`MAX_VALUE_BYTES`] (or what one segment holds); nothing is
-    /// written then. [`Error::Closed`] after a failed write or fdatasync;
-    /// [`Error::Io`].
-    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.put(key, value, None)
-    }
-
-    /// Inserts `value` under `key` to expire `ttl` from now (resolution
-    /// 1 ms, wall clock; see [`Db::ttl`]). An expired key is never returned.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn insert_with_ttl(&self, key: &[u8], value: &[u8], ttl: Duration) -> Result<()> {
-        self.put(key, value, Some(clock::deadline(ttl)))
-    }
-
-    /// Inserts `value` under `key` to expire at `at` (already expired if
-    /// `at` is not in the future).
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn insert_with_expiry(&self, key: &[u8], value: &[u8], at: SystemTime) -> Result<()> {
-        self.put(key, value, Some(clock::to_ms(at)))
-    }
-
-    fn put(&self, key: &[u8], value: &[u8], expires_at: Option<u64>) -> Result<()> {
-        self.check_sizes(key, value)?;
-        self.modify(key, false, |_| {
-            Ok((
-                Action::Put {
-                    value: Cow::Borrowed(value),
-                    expires_at,
-                },
-                (),
-            ))
-        })
-    }
-
-    /// Removes `key`; returns whether it was present (and not expired). A
-    /// present key gets a tombstone record, durable as an insert is.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn remove(&self, key: &[u8]) -> Result<bool> {
-        self.check_sizes(key, b"")?;
-        self.modify(key, false, |old| Ok((Action::Remove, old.is_some())))
-    }
-
-    /// Atomically replaces the value of `key` with `f(current)`: `f` sees
-    /// the current value (`None` when absent) and returns the new one
-    /// (`None` removes the key). Returns the new value. The key's expiry, if
-    /// any, is kept. Concurrent updates of one key are serialised, so none
-    /// is lost.
-    ///
-    /// `f` runs exactly once, under the lock of the key's index shard: it
-    /// must not call into this `Db` (that could deadlock).
-    ///
-    /// # Errors
-    /// As for [`Db::insert`], for the value `f` returns (nothing is written
-    /// then).
-    pub fn update<F>(&self, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
-    where
-        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
-    {
-        self.check_sizes(key, b"")?;
-        self.modify(key, true, |old| {
-            let expires_at = old.as_ref().and_then(|o| o.expires_at);
-            Ok(match f(old.as_ref().map(|o| o.value.as_slice())) {
-                Some(new) => (
-                    Action::Put {
-                        value: Cow::Owned(new.clone()),
-                        expires_at,
-                    },
-                    Some(new),
-                ),
-                None => (Action::Remove, None),
-            })
-        })
-    }
-
-    /// Atomically sets `key` to `new` (`None` removes it) if its current
-    /// value equals `expected` (`None`: the key is absent). Returns whether
-    /// the swap happened. A swap clears any expiry.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn compare_and_swap(
-        &self,
-        key: &[u8],
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<bool> {
-        self.check_sizes(key, new.unwrap_or_default())?;
-        self.modify(key, true, |old| {
-            if old.as_ref().map(|o| o.value.as_slice()) != expected {
-                return Ok((Action::Keep, false));
-            }
-            Ok(match new {
-                Some(value) => (
-                    Action::Put {
-                        value: Cow::Borrowed(value),
-                        expires_at: None,
-                    },
-                    true,
-                ),
-                None => (Action::Remove, true),
-            })
-        })
-    }
-
-    /// Sets `key` to expire `ttl` from now; returns whether the key exists.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn expire(&self, key: &[u8], ttl: Duration) -> Result<bool> {
-        self.set_expiry(key, Some(clock::deadline(ttl)))
-    }
-
-    /// Sets `key` to expire at `at`; returns whether the key exists.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn expire_at(&self, key: &[u8], at: SystemTime) -> Result<bool> {
-        self.set_expiry(key, Some(clock::to_ms(at)))
-    }
-
-    /// Clears the expiry of `key`; returns whether it had one.
-    ///
-    /// # Errors
-    /// As for [`Db::insert`].
-    pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        self.check_sizes(key, b"")?;
-        self.modify(key, true, |old| match old {
-            Some(Old {
-                value,
-                expires_at: Some(_),
-            }) => Ok((
-                Action::Put {
-                    value: Cow::Owned(value),
-                    expires_at: None,
-                },
-                true,
-            )),
-            _ => Ok((Action::Keep, false)),
-        })
-    }
-
-    fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> Result<bool> {
-        self.check_sizes(key, b"")?;
-        self.modify(key, true, |old| match old {
-            Some(old) => Ok((
-                Action::Put {
-                    value: Cow::Owned(old.value),
-                    expires_at,
-                },
-                true,
-            )),
-            None => Ok((Action::Keep, false)),
-        })
-    }
-
-    /// The time `key` has left: `None` when the key is absent (or expired),
-    /// `Some(None)` when it has no expiry, `Some(Some(left))` otherwise.
-    ///
-    /// # Errors
-    /// As for [`Db::get`].
-    pub fn ttl(&self, key: &[u8]) -> Result<Option<Option<Duration>>> {
-        Ok(self
-            .expiry(key)?
-            .map(|at| at.map(|t| clock::remaining(clock::to_ms(t)))))
-    }
-
-    /// When `key` expires: `None` when absent (or expired), `Some(None)`
-    /// when it has no expiry.
-    ///
-    /// # Errors
-    /// As for [`Db::get`].
-    pub fn expiry(&self, key: &[u8]) -> Result<Option<Option<SystemTime>>> {
-        let mut scratch = Vec::new();
-        Ok(self
-            .lookup(key, &mut scratch)?
-            .map(|at| at.map(clock::to_system_time)))
+    /// Deletes the files of retired segments, unless an iterator is alive.
+    pub(crate) fn delete_retired_files(&self) -> Result<()> {
+        let mut pending = self.pending_deletes.lock();
+        if self.iterators.load(Ordering::SeqCst) > 0 {
+            return Ok(());
+        }
+        while let Some(&seg) = pending.last() {
+            self.log.storage().retire(seg)?;
+            pending.pop();
+        }
+        Ok(())
     }
 
     /// Finds `key`, reading its value into `out`; returns its expiry when
     /// live.
+    ///
+    /// A lookup that raced with compaction may find its record's segment
+    /// file deleted (the index already points at the copy); it then looks
+    /// the key up again.
     fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Option<u64>>> {
         let hash = self.hasher.hash(key);
-        let mut now = None;
-        self.index
-            .find(hash, |addr| {
+        let mut tries = 0;
+        loop {
+            let mut now = None;
+            let found = self.index.find(hash, |addr| {
                 let now_ms = || *now.get_or_insert_with(clock::now_ms);
                 Ok(match self.log.read_value(addr, key, out, now_ms)? {
                     Found::Other => None,
                     Found::Dead => Some(None),
                     Found::Live { expires_at } => Some(Some(expires_at)),
                 })
-            })
-            .map(Option::flatten)
+            });
+            match found {
+                Err(e) if e.is_missing_file() && tries < 3 => tries += 1,
+                found => return found.map(Option::flatten),
+            }
+        }
     }
 
     /// The one write path: finds the key's record under its shard lock,
@@ -359,7 +183,7 @@ impl Db {
                     // tombstone, so nothing needs writing.
                     if let Some(c) = &current {
                         writer.clear(slot);
-                        writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+                        self.forget(&mut writer, c);
                     }
                     return Ok(result);
                 }
@@ -381,13 +205,13 @@ impl Db {
             };
             let addr = self.log.append(&entry)?;
             if let Some(c) = &current {
-                writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+                self.forget(&mut writer, c);
             }
             if entry.flags & FLAG_TOMBSTONE != 0 {
                 writer.clear(slot);
             } else {
                 writer.set(hash, slot, addr);
-                writer.account(entry.len() as i64, (key.len() + entry.value.len()) as i64);
+                self.count(&mut writer, addr, &entry);
             }
             durable_at = addr + entry.len() as u64;
         }
@@ -399,7 +223,7 @@ impl Db {
 
     /// Finds the slot of `key` in a locked shard and the record its entry
     /// points at; copies that record's value into `value` when given.
-    fn locate(
+    pub(crate) fn locate(
         &self,
         writer: &mut ShardWriter<'_>,
         hash: u64,
@@ -416,6 +240,7 @@ impl Db {
                         return false;
                     }
                     current = Some(Current {
+                        addr,
                         record_bytes: r.header.total_len() as u64,
                         logical_bytes: (r.key.len() + r.value.len()) as u64,
                         expires_at: r.expires_at,
@@ -430,6 +255,19 @@ impl Db {
             |addr| self.key_hash_at(addr),
         )?;
         Ok((slot, current))
+    }
+
+    /// Counts the record just written at `addr` as live.
+    pub(crate) fn count(&self, writer: &mut ShardWriter<'_>, addr: u64, entry: &Entry<'_>) {
+        let seg = self.log.storage().segment_of(addr);
+        let logical = entry.key.len() + entry.value.len();
+        writer.add_live(seg, entry.len() as u64, logical as u64);
+    }
+
+    /// Stops counting a key's previous record as live.
+    pub(crate) fn forget(&self, writer: &mut ShardWriter<'_>, old: &Current) {
+        let seg = self.log.storage().segment_of(old.addr);
+        writer.remove_live(seg, old.record_bytes, old.logical_bytes);
     }
 
     fn key_hash_at(&self, addr: u64) -> Result<u64> {
@@ -455,17 +293,7 @@ impl Db {
         Ok(())
     }
 
-    /// Applies every operation of `batch` atomically: after a crash either
-    /// all of them are in the store or none is. (Concurrent readers may see
-    /// the batch's keys change one by one while it is applied.) Later
-    /// operations on a key in the batch override earlier ones.
-    ///
-    /// # Errors
-    /// [`Error::KeyTooLarge`] / [`Error::ValueTooLarge`] for any operation,
-    /// and [`Error::BatchTooLarge`] when the batch's records do not fit in
-    /// one segment; nothing is written then. Otherwise as for
-    /// [`Db::insert`].
-    pub fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+    fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
         let ops = batch.last_per_key();
         for op in &ops {
             self.check_sizes(op.key(), op.value().unwrap_or_default())?;
@@ -523,14 +351,14 @@ impl Db {
         for ((op, &hash), (current, write)) in ops.iter().zip(&hashes).zip(plan) {
             let writer = &mut writers[writer_of(hash)];
             if let Some(c) = &current {
-                writer.account(-(c.record_bytes as i64), -(c.logical_bytes as i64));
+                self.forget(writer, c);
             }
             let (slot, _) = self.locate(writer, hash, op.key(), None)?;
             let placed = if write { written.next() } else { None };
             match (op.value(), placed) {
-                (Some(value), Some((entry, addr))) => {
+                (Some(_), Some((entry, addr))) => {
                     writer.set(hash, slot, addr);
-                    writer.account(entry.len() as i64, (op.key().len() + value.len()) as i64);
+                    self.count(writer, addr, entry);
                 }
                 _ => writer.clear(slot),
             }
@@ -542,6 +370,272 @@ impl Db {
             self.log.make_durable(addr + entry.len() as u64)?;
         }
         Ok(())
+    }
+}
+
+impl Db {
+    /// Opens the store in directory `path`, creating it if missing, and
+    /// recovers it: the index is rebuilt by replaying the segment files, and
+    /// a torn or corrupt tail of the newest segment is cut off.
+    ///
+    /// # Errors
+    /// - [`Error::Locked`] when another handle (this process or another)
+    ///   has the store open;
+    /// - [`Error::InvalidOptions`] for options out of their documented range;
+    /// - [`Error::Corruption`] for damage recovery cannot cut off (a sealed
+    ///   segment, a missing segment, the meta file);
+    /// - [`Error::IncompatibleFormat`] for a store of another format version;
+    /// - [`Error::Io`] for failed system calls.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Self::open_with(path.as_ref(), options, KeyHasher::new)
+    }
+
+    fn open_with(
+        dir: &Path,
+        options: Options,
+        hasher: impl FnOnce(u64) -> KeyHasher,
+    ) -> Result<Db> {
+        options.validate()?;
+        let lock = meta::lock(dir)?;
+        let meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
+        let hasher = hasher(meta.hash_seed);
+        let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+        let index = Index::with_capacity(options.key_capacity);
+        let retired = manifest::load(dir)?;
+        let tail = recovery::replay(&storage, &retired, &index, &hasher, recovery::Mode::Repair)?;
+        let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
+        let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
+        let core = Arc::new(Core {
+            dir: dir.to_path_buf(),
+            index,
+            log,
+            hasher,
+            sync_writes: options.sync_writes,
+            retired: Mutex::new(retired),
+            compaction_lock: Mutex::new(()),
+            compactions: AtomicU64::new(0),
+            iterators: AtomicUsize::new(0),
+            pending_deletes: Mutex::new(Vec::new()),
+        });
+        let compactor = match options.compaction_garbage {
+            Some(min_garbage) => Some(Compactor::spawn(Arc::clone(&core), min_garbage)?),
+            None => None,
+        };
+        Ok(Db {
+            core,
+            flusher: Mutex::new(Some(flusher)),
+            compactor: Mutex::new(compactor),
+            _lock: lock,
+        })
+    }
+
+    /// Inserts `value` under `key`, replacing any previous value and
+    /// clearing any expiry.
+    ///
+    /// With `sync_writes` it returns after an fdatasync covering the record;
+    /// otherwise once the record is in the hot tier (durable within the
+    /// flush window, see the crate docs).
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`] above [`MAX_KEY_BYTES`], [`Error::ValueTooLarge`]
+    /// above [`MAX_VALUE_BYTES`] (or what one segment holds); nothing is
+    /// written then. [`Error::Closed`] after a failed write or fdatasync;
+    /// [`Error::Io`].
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put(key, value, None)
+    }
+
+    /// Inserts `value` under `key` to expire `ttl` from now (resolution
+    /// 1 ms, wall clock; see [`Db::ttl`]). An expired key is never returned.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn insert_with_ttl(&self, key: &[u8], value: &[u8], ttl: Duration) -> Result<()> {
+        self.put(key, value, Some(clock::deadline(ttl)))
+    }
+
+    /// Inserts `value` under `key` to expire at `at` (already expired if
+    /// `at` is not in the future).
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn insert_with_expiry(&self, key: &[u8], value: &[u8], at: SystemTime) -> Result<()> {
+        self.put(key, value, Some(clock::to_ms(at)))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8], expires_at: Option<u64>) -> Result<()> {
+        self.core.check_sizes(key, value)?;
+        self.core.modify(key, false, |_| {
+            Ok((
+                Action::Put {
+                    value: Cow::Borrowed(value),
+                    expires_at,
+                },
+                (),
+            ))
+        })
+    }
+
+    /// Removes `key`; returns whether it was present (and not expired). A
+    /// present key gets a tombstone record, durable as an insert is.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn remove(&self, key: &[u8]) -> Result<bool> {
+        self.core.check_sizes(key, b"")?;
+        self.core
+            .modify(key, false, |old| Ok((Action::Remove, old.is_some())))
+    }
+
+    /// Atomically replaces the value of `key` with `f(current)`: `f` sees
+    /// the current value (`None` when absent) and returns the new one
+    /// (`None` removes the key). Returns the new value. The key's expiry, if
+    /// any, is kept. Concurrent updates of one key are serialised, so none
+    /// is lost.
+    ///
+    /// `f` runs exactly once, under the lock of the key's index shard: it
+    /// must not call into this `Db` (that could deadlock).
+    ///
+    /// # Errors
+    /// As for [`Db::insert`], for the value `f` returns (nothing is written
+    /// then).
+    pub fn update<F>(&self, key: &[u8], f: F) -> Result<Option<Vec<u8>>>
+    where
+        F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        self.core.check_sizes(key, b"")?;
+        self.core.modify(key, true, |old| {
+            let expires_at = old.as_ref().and_then(|o| o.expires_at);
+            Ok(match f(old.as_ref().map(|o| o.value.as_slice())) {
+                Some(new) => (
+                    Action::Put {
+                        value: Cow::Owned(new.clone()),
+                        expires_at,
+                    },
+                    Some(new),
+                ),
+                None => (Action::Remove, None),
+            })
+        })
+    }
+
+    /// Atomically sets `key` to `new` (`None` removes it) if its current
+    /// value equals `expected` (`None`: the key is absent). Returns whether
+    /// the swap happened. A swap clears any expiry.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        self.core.check_sizes(key, new.unwrap_or_default())?;
+        self.core.modify(key, true, |old| {
+            if old.as_ref().map(|o| o.value.as_slice()) != expected {
+                return Ok((Action::Keep, false));
+            }
+            Ok(match new {
+                Some(value) => (
+                    Action::Put {
+                        value: Cow::Borrowed(value),
+                        expires_at: None,
+                    },
+                    true,
+                ),
+                None => (Action::Remove, true),
+            })
+        })
+    }
+
+    /// Sets `key` to expire `ttl` from now; returns whether the key exists.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn expire(&self, key: &[u8], ttl: Duration) -> Result<bool> {
+        self.set_expiry(key, Some(clock::deadline(ttl)))
+    }
+
+    /// Sets `key` to expire at `at`; returns whether the key exists.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn expire_at(&self, key: &[u8], at: SystemTime) -> Result<bool> {
+        self.set_expiry(key, Some(clock::to_ms(at)))
+    }
+
+    /// Clears the expiry of `key`; returns whether it had one.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`].
+    pub fn persist(&self, key: &[u8]) -> Result<bool> {
+        self.core.check_sizes(key, b"")?;
+        self.core.modify(key, true, |old| match old {
+            Some(Old {
+                value,
+                expires_at: Some(_),
+            }) => Ok((
+                Action::Put {
+                    value: Cow::Owned(value),
+                    expires_at: None,
+                },
+                true,
+            )),
+            _ => Ok((Action::Keep, false)),
+        })
+    }
+
+    fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> Result<bool> {
+        self.core.check_sizes(key, b"")?;
+        self.core.modify(key, true, |old| match old {
+            Some(old) => Ok((
+                Action::Put {
+                    value: Cow::Owned(old.value),
+                    expires_at,
+                },
+                true,
+            )),
+            None => Ok((Action::Keep, false)),
+        })
+    }
+
+    /// The time `key` has left: `None` when the key is absent (or expired),
+    /// `Some(None)` when it has no expiry, `Some(Some(left))` otherwise.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn ttl(&self, key: &[u8]) -> Result<Option<Option<Duration>>> {
+        Ok(self
+            .expiry(key)?
+            .map(|at| at.map(|t| clock::remaining(clock::to_ms(t)))))
+    }
+
+    /// When `key` expires: `None` when absent (or expired), `Some(None)`
+    /// when it has no expiry.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn expiry(&self, key: &[u8]) -> Result<Option<Option<SystemTime>>> {
+        let mut scratch = Vec::new();
+        Ok(self
+            .core
+            .lookup(key, &mut scratch)?
+            .map(|at| at.map(clock::to_system_time)))
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash either
+    /// all of them are in the store or none is. (Concurrent readers may see
+    /// the batch's keys change one by one while it is applied.) Later
+    /// operations on a key in the batch override earlier ones.
+    ///
+    /// # Errors
+    /// [`Error::KeyTooLarge`] / [`Error::ValueTooLarge`] for any operation,
+    /// and [`Error::BatchTooLarge`] when the batch's records do not fit in
+    /// one segment; nothing is written then. Otherwise as for
+    /// [`Db::insert`].
+    pub fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.core.apply_batch(batch)
     }
 
     /// Returns a copy of the value of `key`, or `None`.
@@ -562,7 +656,7 @@ impl Db {
     /// # Errors
     /// As for [`Db::get`].
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.lookup(key, out)?.is_some())
+        Ok(self.core.lookup(key, out)?.is_some())
     }
 
     /// Whether `key` is present.
@@ -571,13 +665,13 @@ impl Db {
     /// As for [`Db::get`].
     pub fn contains_key(&self, key: &[u8]) -> Result<bool> {
         let mut scratch = Vec::new();
-        Ok(self.lookup(key, &mut scratch)?.is_some())
+        Ok(self.core.lookup(key, &mut scratch)?.is_some())
     }
 
     /// Number of keys. Keys whose expiry has passed count until a write
     /// touches them (or compaction reclaims them).
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.core.index.len()
     }
 
     /// Whether [`Db::len`] is zero.
@@ -617,13 +711,46 @@ impl Db {
     /// # Errors
     /// [`Error::Io`] when a segment file's size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
-        let totals = self.index.totals();
-        let storage = self.log.storage();
+        let totals = self.core.index.totals();
+        let storage = self.core.log.storage();
         let mut disk_bytes = 0;
         for seg in storage.list()? {
             disk_bytes += storage.file_len(seg)?;
         }
-        Ok(Stats::new(totals, disk_bytes, self.log.resident_bytes()))
+        Ok(Stats::new(
+            totals,
+            disk_bytes,
+            self.core.log.resident_bytes(),
+            self.core.compactions.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Runs one compaction pass now: seals the segment being written (when
+    /// it holds garbage) and compacts every sealed segment that holds any
+    /// garbage (overwritten, removed or expired records), deleting its file.
+    /// Reads and writes go on meanwhile. Background compaction (see
+    /// [`Options::compaction_garbage`]) does the same for segments past a
+    /// garbage threshold, once a second.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] when a segment being compacted fails a check;
+    /// [`Error::Io`]; as for [`Db::sync`].
+    pub fn compact(&self) -> Result<CompactionReport> {
+        let storage = self.core.log.storage();
+        let active = storage.segment_of(self.core.log.tail());
+        let live = self
+            .core
+            .index
+            .live_by_segment()
+            .get(&active)
+            .copied()
+            .unwrap_or(0);
+        self.core.log.sync_all()?;
+        let written = storage.file_len(active).unwrap_or(0);
+        if written > live + crate::storage::SEGMENT_HEADER_BYTES {
+            self.core.log.seal_segment()?;
+        }
+        compaction::run(&self.core, 0.0)
     }
 
     /// Writes out and fdatasyncs every write acknowledged so far.
@@ -632,7 +759,7 @@ impl Db {
     /// [`Error::Io`] when the write or fdatasync fails (the store then
     /// refuses further writes), [`Error::Closed`] after an earlier failure.
     pub fn sync(&self) -> Result<()> {
-        self.log.sync_all()
+        self.core.log.sync_all()
     }
 
     /// Writes an online, consistent copy of the store to directory `dest`
@@ -643,8 +770,17 @@ impl Db {
     /// # Errors
     /// [`Error::InvalidPath`] when `dest` is not empty; [`Error::Io`].
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
-        self.log.sync_all()?;
-        crate::backup::copy_prefix(&self.dir, dest.as_ref(), &self.log, self.log.durable())
+        // Hold compaction off, so no segment is retired while it is copied.
+        let _no_compaction = self.core.compaction_lock.lock();
+        self.core.log.sync_all()?;
+        let retired = self.core.retired.lock().clone();
+        crate::backup::copy_prefix(
+            &self.core.dir,
+            dest.as_ref(),
+            &self.core.log,
+            &retired,
+            self.core.log.durable(),
+        )
     }
 
     /// Flushes, fdatasyncs and closes the store, releasing its lock.
@@ -656,18 +792,17 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        if let Some(mut compactor) = self.compactor.lock().take() {
+            compactor.stop();
+        }
         if let Some(mut flusher) = self.flusher.lock().take() {
             flusher.stop();
         }
-        self.log.sync_all()
+        self.core.log.sync_all()
     }
 
-    pub(crate) fn index(&self) -> &Index {
-        &self.index
-    }
-
-    pub(crate) fn log(&self) -> &Log {
-        &self.log
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
     }
 }
 
@@ -681,10 +816,10 @@ impl Drop for Db {
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
-            .field("dir", &self.dir)
+            .field("dir", &self.core.dir)
             .field("len", &self.len())
-            .field("tail", &self.log.tail())
-            .field("durable", &self.log.durable())
+            .field("tail", &self.core.log.tail())
+            .field("durable", &self.core.log.durable())
             .finish_non_exhaustive()
     }
 }

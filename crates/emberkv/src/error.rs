@@ -98,6 +98,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is a file that does not exist (a segment retired by
+    /// compaction after its address was read from the index).
+    pub(crate) fn is_missing_file(&self) -> bool {
+        matches!(self, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+
     pub(crate) fn corruption(offset: u64, reason: impl Into<String>) -> Self {
         Error::Corruption {
             offset,

@@ -21,6 +21,7 @@
 //! probing the old table meanwhile, and `arc_swap` frees it when the last
 //! reader leaves.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -163,6 +164,9 @@ struct ShardState {
     record_bytes: u64,
     /// Bytes of the keys and values of those records.
     logical_bytes: u64,
+    /// Bytes of those records in each segment, for choosing what to
+    /// compact.
+    live_by_segment: HashMap<u64, u64>,
 }
 
 /// Totals over all shards, for [`crate::Stats`].
@@ -182,8 +186,8 @@ pub(crate) struct Index {
 /// Where a key sits (or would sit) in its shard's table.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Slot {
-    /// The key is present at this slot.
-    Occupied { slot: usize },
+    /// The key is present at this slot, pointing at `addr`.
+    Occupied { slot: usize, addr: u64 },
     /// The key is absent; it would be inserted at this slot.
     Vacant { slot: usize, fresh: bool },
 }
@@ -217,6 +221,18 @@ impl Index {
             .iter()
             .map(|s| s.live.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Bytes of live records in each segment (briefly taking each shard's
+    /// writer lock).
+    pub(crate) fn live_by_segment(&self) -> BTreeMap<u64, u64> {
+        let mut live = BTreeMap::new();
+        for shard in self.shards.iter() {
+            for (&seg, &bytes) in &shard.writer.lock().live_by_segment {
+                *live.entry(seg).or_default() += bytes;
+            }
+        }
+        live
     }
 
     /// Keys, their bytes, and the memory held by the tables (briefly
@@ -315,7 +331,10 @@ impl ShardWriter<'_> {
             if e == DELETED {
                 reusable.get_or_insert(i);
             } else if entry_tag(e) == tag && is_key(entry_addr(e))? {
-                return Ok(Slot::Occupied { slot: i });
+                return Ok(Slot::Occupied {
+                    slot: i,
+                    addr: entry_addr(e),
+                });
             }
             i = (i + 1) & mask;
         }
@@ -339,11 +358,25 @@ impl ShardWriter<'_> {
         }
     }
 
-    /// Adds a record of `record` bytes holding `logical` bytes of key and
-    /// value to the shard's byte counts (negative to take one away).
-    pub(crate) fn account(&mut self, record: i64, logical: i64) {
-        self.state.record_bytes = self.state.record_bytes.wrapping_add_signed(record);
-        self.state.logical_bytes = self.state.logical_bytes.wrapping_add_signed(logical);
+    /// Counts a record of `record` bytes in segment `segment`, holding
+    /// `logical` bytes of key and value, as live.
+    pub(crate) fn add_live(&mut self, segment: u64, record: u64, logical: u64) {
+        self.state.record_bytes += record;
+        self.state.logical_bytes += logical;
+        *self.state.live_by_segment.entry(segment).or_default() += record;
+    }
+
+    /// Takes back what [`ShardWriter::add_live`] counted.
+    pub(crate) fn remove_live(&mut self, segment: u64, record: u64, logical: u64) {
+        let state = &mut *self.state;
+        state.record_bytes -= record;
+        state.logical_bytes -= logical;
+        if let Some(live) = state.live_by_segment.get_mut(&segment) {
+            *live -= record;
+            if *live == 0 {
+                state.live_by_segment.remove(&segment);
+            }
+        }
     }
 
     /// Removes the key found at an occupied slot.

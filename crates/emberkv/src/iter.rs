@@ -9,6 +9,7 @@
 //! key had when its record was read.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::db::Db;
 use crate::error::Result;
@@ -27,12 +28,23 @@ pub struct Iter<'a> {
 
 impl<'a> Iter<'a> {
     pub(crate) fn new(db: &'a Db) -> Iter<'a> {
+        db.core().iterators.fetch_add(1, Ordering::SeqCst);
         Iter {
             db,
             shard: 0,
-            table: db.index().table(0),
+            table: db.core().index.table(0),
             slot: 0,
             scratch: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Iter<'_> {
+    fn drop(&mut self) {
+        let core = self.db.core();
+        if core.iterators.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Errors here are retried by the next compaction pass.
+            let _ = core.delete_retired_files();
         }
     }
 }
@@ -47,7 +59,7 @@ impl Iterator for Iter<'_> {
                 if self.shard == SHARDS {
                     return None;
                 }
-                self.table = self.db.index().table(self.shard);
+                self.table = self.db.core().index.table(self.shard);
                 self.slot = 0;
             }
             let i = self.slot;
@@ -55,9 +67,13 @@ impl Iterator for Iter<'_> {
             let Some(addr) = self.table.address_at(i) else {
                 continue;
             };
-            let read = self.db.log().with_record(addr, &mut self.scratch, |r| {
-                live(r).then(|| (r.key.to_vec(), r.value.to_vec()))
-            });
+            let read = self
+                .db
+                .core()
+                .log
+                .with_record(addr, &mut self.scratch, |r| {
+                    live(r).then(|| (r.key.to_vec(), r.value.to_vec()))
+                });
             match read {
                 Ok(Some(pair)) => return Some(Ok(pair)),
                 Ok(None) => {}
@@ -88,7 +104,7 @@ pub(crate) fn scan(db: &Db, cursor_in: u64, count: usize) -> Result<(Vec<Vec<u8>
     let mut slot = (cursor_in & 0xFFFF_FFFF) as usize;
     let mut keys = Vec::new();
     let mut scratch = Vec::new();
-    let mut table = db.index().table(shard.min(SHARDS - 1));
+    let mut table = db.core().index.table(shard.min(SHARDS - 1));
     if shard >= SHARDS || (slot != 0 && table.generation() & 0xFF_FFFF != generation) {
         // A malformed cursor, or the shard's table was rebuilt since: its
         // slots moved, so walk the shard again from its start (keys may
@@ -103,18 +119,26 @@ pub(crate) fn scan(db: &Db, cursor_in: u64, count: usize) -> Result<(Vec<Vec<u8>
             if shard == SHARDS {
                 return Ok((keys, 0));
             }
-            table = db.index().table(shard);
+            table = db.core().index.table(shard);
             slot = 0;
             continue;
         }
         visited += 1;
-        if let Some(addr) = table.address_at(slot)
-            && let Some(key) = db
-                .log()
-                .with_record(addr, &mut scratch, |r| live(r).then(|| r.key.to_vec()))?
-        {
-            keys.push(key);
-        }
+        let log = &db.core().log;
+        let read = |addr, scratch: &mut Vec<u8>| {
+            log.with_record(addr, scratch, |r| live(r).then(|| r.key.to_vec()))
+        };
+        let key = match table.address_at(slot).map(|addr| read(addr, &mut scratch)) {
+            // Compaction moved the record and deleted its segment since the
+            // slot was read: the slot now points at the copy.
+            Some(Err(e)) if e.is_missing_file() => match table.address_at(slot) {
+                Some(addr) => read(addr, &mut scratch)?,
+                None => None,
+            },
+            Some(read) => read?,
+            None => None,
+        };
+        keys.extend(key);
         slot += 1;
     }
     Ok((keys, cursor(shard, table.generation(), slot)))

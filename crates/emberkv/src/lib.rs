@@ -46,12 +46,14 @@ mod backup;
 mod batch;
 mod check;
 mod clock;
+mod compaction;
 mod db;
 mod error;
 mod flusher;
 mod index;
 mod iter;
 mod log;
+mod manifest;
 mod meta;
 mod options;
 mod record;
@@ -61,6 +63,7 @@ mod storage;
 
 pub use batch::WriteBatch;
 pub use check::{CheckReport, check};
+pub use compaction::CompactionReport;
 pub use db::Db;
 pub use error::{Error, Result};
 pub use iter::Iter;
@@ -69,7 +72,7 @@ pub use stats::Stats;
 
 /// Largest key, in bytes (64 KiB).
 pub const MAX_KEY_BYTES: usize = 64 << 10;
-/// Largest value, in bytes (64 MiB), with the default 1 GiB segments.
+/// Largest value, in bytes (64 MiB), with the default 256 MiB segments.
 pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// On-disk format version written to the meta file and segment headers.
 pub const FORMAT_VERSION: u32 = 1;

@@ -36,9 +36,17 @@ pub struct Options {
     pub flush_interval: Duration,
     /// Size of one segment file, in bytes: a power of two between 1 MiB and
     /// 4 GiB, fixed when the store is created (reopening with another value
-    /// is ignored: the store's own geometry wins). Default 1 GiB. A record
-    /// never crosses a segment, so a value must fit in one.
+    /// is ignored: the store's own geometry wins). Default 256 MiB. A
+    /// record never crosses a segment, so a value must fit in one; the unit
+    /// of compaction is a segment.
     pub segment_bytes: u64,
+    /// Background compaction: once a second, every sealed segment whose
+    /// share of garbage bytes (overwritten, removed, expired records and
+    /// padding) is at least this fraction is compacted. `None` turns
+    /// background compaction off ([`crate::Db::compact`] still works).
+    /// Default `Some(0.33)`, which bounds sealed segments' space
+    /// amplification at about 1.5.
+    pub compaction_garbage: Option<f64>,
 }
 
 impl Default for Options {
@@ -48,7 +56,8 @@ impl Default for Options {
             hot_bytes: 64 << 20,
             sync_writes: false,
             flush_interval: Duration::from_millis(100),
-            segment_bytes: 1 << 30,
+            segment_bytes: 256 << 20,
+            compaction_garbage: Some(0.33),
         }
     }
 }
@@ -82,7 +91,14 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::segment_bytes`] (default 1 GiB).
+    /// Sets [`Options::compaction_garbage`] (default `Some(0.33)`).
+    #[must_use]
+    pub fn compaction_garbage(mut self, share: Option<f64>) -> Self {
+        self.compaction_garbage = share;
+        self
+    }
+
+    /// Sets [`Options::segment_bytes`] (default 256 MiB).
     #[must_use]
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
         self.segment_bytes = bytes;
@@ -111,6 +127,11 @@ impl Options {
             return bad(format!(
                 "segment_bytes = {seg} is not a power of two between 1 MiB and 4 GiB"
             ));
+        }
+        if let Some(share) = self.compaction_garbage
+            && !(share > 0.0 && share <= 1.0)
+        {
+            return bad(format!("compaction_garbage = {share} is outside (0, 1]"));
         }
         if self.key_capacity > 1 << 34 {
             return bad(format!(

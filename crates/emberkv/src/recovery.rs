@@ -16,6 +16,7 @@ use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, shard_of};
 use crate::log::read_cold;
+use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 
@@ -87,25 +88,36 @@ impl Mode<'_> {
 /// errors. When checking, only I/O errors.
 pub(crate) fn replay(
     storage: &Segments,
+    retired: &Retired,
     index: &Index,
     hasher: &KeyHasher,
     mut mode: Mode<'_>,
 ) -> Result<u64> {
-    let segments = storage.list()?;
-    let Some(&newest) = segments.last() else {
+    let mut segments = storage.list()?;
+    // A crash between retiring a segment and deleting its file leaves it.
+    for &seg in segments.iter().filter(|&&s| retired.contains(s)) {
         if let Mode::Repair = mode {
-            storage.create(0, 0)?;
+            storage.retire(seg)?;
         }
-        return Ok(SEGMENT_HEADER_BYTES);
-    };
-    if segments[0] != 0 {
-        mode.problem(Error::corruption(0, "segment file 0 is missing"))?;
     }
-    for w in segments.windows(2).filter(|w| w[1] != w[0] + 1) {
-        mode.problem(Error::corruption(
-            storage.segment_start(w[0] + 1),
-            format!("segment file {} is missing", w[0] + 1),
-        ))?;
+    segments.retain(|&s| !retired.contains(s));
+    let Some(&newest) = segments.last() else {
+        let next = (0..).find(|&s| !retired.contains(s)).expect("finite set");
+        if let Mode::Repair = mode {
+            storage.create(next, 0)?;
+        }
+        return Ok(storage.segment_start(next) + SEGMENT_HEADER_BYTES);
+    };
+    // Every segment below the newest is present or retired.
+    let gaps =
+        std::iter::once((0, segments[0])).chain(segments.windows(2).map(|w| (w[0] + 1, w[1])));
+    for (from, to) in gaps {
+        if let Some(seg) = retired.first_missing(from, to) {
+            mode.problem(Error::corruption(
+                storage.segment_start(seg),
+                format!("segment file {seg} is missing"),
+            ))?;
+        }
     }
     let mut chunk = Chunk {
         addr: 0,
@@ -127,7 +139,9 @@ pub(crate) fn replay(
         } else {
             Err(Error::corruption(start, "segment header truncated"))
         };
-        let prev = prev_end.take();
+        let prev = prev_end
+            .take()
+            .filter(|_| seg > 0 && !retired.contains(seg - 1));
         match (checked, &mode) {
             (Ok(prev_len), _) => {
                 if let Some(prev) = prev.filter(|&p| p != prev_len) {
@@ -208,6 +222,41 @@ pub(crate) fn replay(
     Ok(tail)
 }
 
+/// Calls `f` with the address and the verified record of every record of
+/// segment `seg`, in log order (pads skipped), reading it sequentially.
+///
+/// # Errors
+/// [`Error::Corruption`] at the first invalid record; errors from `f`.
+pub(crate) fn for_each_record(
+    storage: &Segments,
+    seg: u64,
+    mut f: impl FnMut(u64, &Record<'_>) -> Result<()>,
+) -> Result<()> {
+    let start = storage.segment_start(seg);
+    let end = start + storage.file_len(seg)?;
+    let mut chunk = Chunk {
+        addr: 0,
+        bytes: Vec::new(),
+    };
+    let mut pos = start + SEGMENT_HEADER_BYTES;
+    while pos < end {
+        match next_record(storage, &mut chunk, pos, end)? {
+            Next::Pad(len) => pos += len,
+            Next::Record(h) => {
+                f(
+                    pos,
+                    &Record::verify(h, chunk.slice(pos, h.total_len()), pos)?,
+                )?;
+                pos += h.total_len() as u64;
+            }
+            Next::Invalid => {
+                return Err(Error::corruption(pos, "invalid record in a sealed segment"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What replay finds at an address.
 enum Next {
     /// A pad of this many bytes.
@@ -271,13 +320,13 @@ fn apply(
         |addr| {
             let (bytes, logical, same) = with_chunk_record(storage, chunk, scratch, addr, |r| {
                 (
-                    r.header.total_len() as i64,
-                    (r.key.len() + r.value.len()) as i64,
+                    r.header.total_len() as u64,
+                    (r.key.len() + r.value.len()) as u64,
                     r.key == record.key,
                 )
             })?;
             if same {
-                replaced = Some((bytes, logical));
+                replaced = Some((storage.segment_of(addr), bytes, logical));
             }
             Ok(same)
         },
@@ -287,16 +336,17 @@ fn apply(
             })
         },
     )?;
-    if let Some((bytes, logical)) = replaced {
-        writer.account(-bytes, -logical);
+    if let Some((seg, bytes, logical)) = replaced {
+        writer.remove_live(seg, bytes, logical);
     }
     if record.header.is_tombstone() {
         writer.clear(slot);
     } else {
         writer.set(hash, slot, pos);
-        writer.account(
-            record.header.total_len() as i64,
-            (record.key.len() + record.value.len()) as i64,
+        writer.add_live(
+            storage.segment_of(pos),
+            record.header.total_len() as u64,
+            (record.key.len() + record.value.len()) as u64,
         );
     }
     Ok(())

@@ -24,10 +24,17 @@ pub struct Stats {
     pub index_bytes_per_key: f64,
     /// Bytes of memory held by the hot tier's resident pages.
     pub hot_bytes: usize,
+    /// Segments compacted since the store was opened.
+    pub compactions: u64,
 }
 
 impl Stats {
-    pub(crate) fn new(totals: Totals, disk_bytes: u64, hot_bytes: usize) -> Stats {
+    pub(crate) fn new(
+        totals: Totals,
+        disk_bytes: u64,
+        hot_bytes: usize,
+        compactions: u64,
+    ) -> Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         Stats {
             keys: totals.keys,
@@ -38,6 +45,7 @@ impl Stats {
             index_bytes: totals.index_bytes,
             index_bytes_per_key: ratio(totals.index_bytes as f64, totals.keys as f64),
             hot_bytes,
+            compactions,
         }
     }
 }

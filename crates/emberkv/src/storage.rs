@@ -93,6 +93,14 @@ impl Segments {
                 && num.len() == 12
                 && let Ok(seg) = num.parse::<u64>()
             {
+                if self.segment_start(seg) >> self.segment_bits != seg
+                    || self.segment_start(seg + 1) > crate::index::MAX_ADDRESS
+                {
+                    return Err(Error::corruption(
+                        0,
+                        format!("segment file {name} lies beyond the log address space"),
+                    ));
+                }
                 found.push(seg);
             }
         }
@@ -234,6 +242,18 @@ impl Segments {
     /// Length of segment `seg`'s file, in bytes.
     pub(crate) fn file_len(&self, seg: u64) -> Result<u64> {
         Ok(self.open(seg)?.metadata()?.len())
+    }
+
+    /// Forgets segment `seg` and deletes its file. Readers that already
+    /// hold its handle finish their reads; later ones get `NotFound`.
+    pub(crate) fn retire(&self, seg: u64) -> Result<()> {
+        self.files.write().remove(&seg);
+        match std::fs::remove_file(self.path(seg)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        sync_dir(&self.dir)
     }
 
     /// Cuts segment `seg` at log address `addr` (dropping a torn tail) and

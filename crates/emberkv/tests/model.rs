@@ -1,5 +1,5 @@
 //! Property test: random operation sequences against a `HashMap` model,
-//! with reopens (clean closes) in between.
+//! with compactions and reopens (clean closes) in between.
 
 use std::collections::HashMap;
 
@@ -12,6 +12,7 @@ enum Op {
     Remove(Vec<u8>),
     Get(Vec<u8>),
     Reopen,
+    Compact,
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -35,6 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => key().prop_map(Op::Remove),
         4 => key().prop_map(Op::Get),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Compact),
     ]
 }
 
@@ -68,6 +70,9 @@ proptest! {
                 Op::Get(k) => {
                     prop_assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned());
                     prop_assert_eq!(store.contains_key(&k).unwrap(), model.contains_key(&k));
+                }
+                Op::Compact => {
+                    store.compact().unwrap();
                 }
                 Op::Reopen => {
                     db.take().unwrap().close().unwrap();

@@ -205,10 +205,35 @@ impl Log {
     /// Finds room for `len` bytes, sealing the current page (and starting a
     /// new one, or a new segment) when they do not fit.
     fn reserve(&self, a: &mut Appender, len: u64) -> Result<u64> {
-        let room = a.page.end() - a.tail;
-        if fits(room, len) {
+        if fits(a.page.end() - a.tail, len) {
             return Ok(a.tail);
         }
+        self.next_page(a, len, false)?;
+        Ok(a.tail)
+    }
+
+    /// Seals the segment being appended to, so that compaction may take it:
+    /// the next record goes to the next segment. Does nothing when the
+    /// segment holds no record yet.
+    ///
+    /// # Errors
+    /// As for [`Log::append`].
+    pub(crate) fn seal_segment(&self) -> Result<()> {
+        let mut a = self.appender.lock();
+        let seg_start = self
+            .storage
+            .segment_start(self.storage.segment_of(a.page.start()));
+        if a.tail == seg_start + SEGMENT_HEADER_BYTES {
+            return Ok(());
+        }
+        self.next_page(&mut a, 0, true)
+    }
+
+    /// Pads the rest of the current page and starts a page with room for
+    /// `len` bytes after it, or at the start of the next segment when it
+    /// would cross the segment's end or `new_segment` is set.
+    fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
+        let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
             // SAFETY: append lock held; the range is above the published tail.
             unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
@@ -218,7 +243,7 @@ impl Log {
         let page_len = |skip: u64| {
             let need = skip + len;
             let page = PAGE_BYTES as u64;
-            if need.is_multiple_of(page) {
+            if need.is_multiple_of(page) && need > 0 {
                 need
             } else {
                 (need + HEADER_BYTES as u64).next_multiple_of(page)
@@ -229,7 +254,8 @@ impl Log {
         let mut bytes = page_len(0);
         // Less room than a pad is left only at a segment's end (see
         // `Log::new`): the segment then ends at the tail.
-        let same_segment = a.tail == a.page.end()
+        let same_segment = !new_segment
+            && a.tail == a.page.end()
             && self.storage.segment_of(start) == seg
             && self.storage.segment_of(start + bytes - 1) == seg;
         if !same_segment {
@@ -256,8 +282,9 @@ impl Log {
         a.page = page;
         a.tail = mem_start;
         a.resident_bytes += bytes as usize;
+        self.tail.store(a.tail, Ordering::Release);
         self.page_sealed.notify_one();
-        Ok(a.tail)
+        Ok(())
     }
 
     /// Evicts flushed pages until `bytes` more fit in the hot tier, writing

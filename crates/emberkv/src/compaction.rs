@@ -1,0 +1,295 @@
+//! Compaction: reclaim the space of overwritten, removed and expired
+//! records.
+//!
+//! A sealed segment (one the appender has moved past) is compacted by
+//! reading it sequentially and, under each key's shard lock:
+//! - a record the index still points at is copied to the tail (with its
+//!   expiry) and the index moved to the copy; if it has expired it is
+//!   replaced by a tombstone instead, or simply dropped when the segment is
+//!   the oldest one;
+//! - a tombstone whose key is still absent is copied to the tail, unless
+//!   the segment is the oldest (then no older record of the key exists
+//!   anywhere, so it is dropped);
+//! - everything else is garbage and left behind.
+//!
+//! The copies are then fdatasynced, the segment is added to the manifest of
+//! retired segments (`manifest.rs`), and its file is deleted: at once when no
+//! [`crate::Iter`] is alive, else when the last one is dropped. A crash
+//! before the manifest is written leaves both the segment and the copies,
+//! and replay's later-wins rule gives the same state; a crash after it
+//! leaves a retired file that recovery deletes. Removed keys never come
+//! back: a tombstone (or expired record) is only dropped when no older
+//! record of its key can survive it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock;
+use crate::db::Core;
+use crate::error::Result;
+use crate::index::{Slot, shard_of};
+use crate::record::{Entry, FLAG_TOMBSTONE};
+use crate::recovery::for_each_record;
+
+/// What one compaction pass did, from [`crate::Db::compact`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactionReport {
+    /// Segments compacted and retired.
+    pub segments: usize,
+    /// Records copied to the tail (values and tombstones).
+    pub records_copied: u64,
+    /// Bytes of segment files deleted (or scheduled for deletion while an
+    /// iterator is alive).
+    pub bytes_reclaimed: u64,
+}
+
+/// Sealed segments whose share of garbage bytes is at least
+/// `min_garbage` (0.0 ..= 1.0), most garbage first.
+pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
+    let storage = core.log.storage();
+    let active = storage.segment_of(core.log.tail());
+    let live = core.index.live_by_segment();
+    let mut picked = Vec::new();
+    for seg in storage.list()?.into_iter().filter(|&s| s < active) {
+        if core.retired.lock().contains(seg) {
+            continue;
+        }
+        let len = storage.file_len(seg)?;
+        let live = live.get(&seg).copied().unwrap_or(0);
+        let garbage = 1.0 - live as f64 / len.max(1) as f64;
+        if garbage > 0.0 && garbage >= min_garbage {
+            picked.push((garbage, seg));
+        }
+    }
+    picked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(picked.into_iter().map(|(_, seg)| seg).collect())
+}
+
+/// Compacts the segments whose garbage share is at least `min_garbage`.
+pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
+    let _one_at_a_time = core.compaction_lock.lock();
+    core.delete_retired_files()?;
+    let mut report = CompactionReport::default();
+    // Make sure every sealed segment is whole on disk before reading it.
+    core.log.sync_all()?;
+    for seg in candidates(core, min_garbage)? {
+        let storage = core.log.storage();
+        let oldest = storage
+            .list()?
+            .into_iter()
+            .find(|&s| !core.retired.lock().contains(s))
+            == Some(seg);
+        report.records_copied += compact_segment(core, seg, oldest)?;
+        core.log.sync_all()?;
+        report.bytes_reclaimed += storage.file_len(seg)?;
+        core.retire(seg)?;
+        report.segments += 1;
+        core.compactions.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(report)
+}
+
+/// Copies the live records (and needed tombstones) of `seg` to the tail;
+/// returns how many were copied.
+fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
+    let mut copied = 0;
+    let now = clock::now_ms();
+    for_each_record(core.log.storage(), seg, |addr, record| {
+        let hash = core.hasher.hash(record.key);
+        let mut writer = core.index.writer(shard_of(hash));
+        let (slot, current) = core.locate(&mut writer, hash, record.key, None)?;
+        let points_here = matches!(slot, Slot::Occupied { addr: a, .. } if a == addr);
+        let copy = if record.header.is_tombstone() {
+            (current.is_none() && !oldest).then_some(Entry {
+                flags: FLAG_TOMBSTONE,
+                expires_at: None,
+                key: record.key,
+                value: b"",
+            })
+        } else if !points_here {
+            None
+        } else if record.is_live(now) {
+            Some(Entry {
+                flags: 0,
+                expires_at: record.expires_at,
+                key: record.key,
+                value: record.value,
+            })
+        } else {
+            // The key's newest record has expired: it must keep hiding
+            // older records of the key, unless none can exist.
+            writer.clear(slot);
+            core.forget(&mut writer, current.as_ref().expect("occupied"));
+            (!oldest).then_some(Entry {
+                flags: FLAG_TOMBSTONE,
+                expires_at: None,
+                key: record.key,
+                value: b"",
+            })
+        };
+        let Some(entry) = copy else {
+            return Ok(());
+        };
+        let new = core.log.append(&entry)?;
+        copied += 1;
+        if entry.flags & FLAG_TOMBSTONE == 0 {
+            core.forget(&mut writer, current.as_ref().expect("occupied"));
+            writer.set(hash, slot, new);
+            core.count(&mut writer, new, &entry);
+        }
+        Ok(())
+    })?;
+    Ok(copied)
+}
+
+/// How often the background compactor looks for segments to compact.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// The background compactor thread.
+pub(crate) struct Compactor {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Compactor {
+    /// Starts a thread that, every [`INTERVAL`], compacts the sealed
+    /// segments with at least `min_garbage` of garbage. Errors are retried
+    /// at the next interval (and reported by [`crate::Db::compact`]).
+    pub(crate) fn spawn(core: Arc<Core>, min_garbage: f64) -> std::io::Result<Compactor> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("emberkv-compactor".into())
+                .spawn(move || {
+                    let (lock, wake) = &*stop;
+                    let mut stopped = lock.lock();
+                    while !*stopped {
+                        wake.wait_for(&mut stopped, INTERVAL);
+                        if *stopped {
+                            break;
+                        }
+                        drop(stopped);
+                        let _ = run(&core, min_garbage);
+                        stopped = lock.lock();
+                    }
+                })?
+        };
+        Ok(Compactor {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread, waiting for a pass in progress to finish.
+    pub(crate) fn stop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock() = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // A panic in the compactor leaves the store as a crash would.
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, Options};
+
+    fn open(dir: &std::path::Path) -> Db {
+        let opts = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        Db::open(dir, opts).unwrap()
+    }
+
+    fn segment_of_tail(db: &Db) -> u64 {
+        let log = &db.core().log;
+        log.storage().segment_of(log.tail())
+    }
+
+    /// Inserts filler until the tail is in segment `seg`.
+    fn fill_to(db: &Db, seg: u64) {
+        let mut i = 0u32;
+        while segment_of_tail(db) < seg {
+            db.insert(format!("fill{seg}:{i}").as_bytes(), &[9u8; 50_000])
+                .unwrap();
+            i += 1;
+        }
+    }
+
+    fn compact_only(db: &Db, seg: u64, oldest: bool) -> u64 {
+        let core = db.core();
+        core.log.sync_all().unwrap();
+        let copied = compact_segment(core, seg, oldest).unwrap();
+        core.log.sync_all().unwrap();
+        core.retire(seg).unwrap();
+        copied
+    }
+
+    #[test]
+    fn a_tombstone_is_carried_while_an_older_value_survives_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.insert(b"k", b"old value in segment 0").unwrap();
+        fill_to(&db, 2);
+        assert!(db.remove(b"k").unwrap());
+        fill_to(&db, 3);
+        compact_only(&db, 2, false);
+        db.close().unwrap();
+        let db = open(dir.path());
+        assert_eq!(db.get(b"k").unwrap(), None, "removed key came back");
+        assert!(!dir.path().join("000000000002.seg").exists());
+    }
+
+    #[test]
+    fn an_expired_newest_record_keeps_hiding_an_older_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.insert(b"k", b"old value in segment 0").unwrap();
+        fill_to(&db, 2);
+        db.insert_with_ttl(b"k", b"short-lived", Duration::from_millis(1))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        fill_to(&db, 3);
+        compact_only(&db, 2, false);
+        assert_eq!(db.get(b"k").unwrap(), None);
+        db.close().unwrap();
+        let db = open(dir.path());
+        assert_eq!(
+            db.get(b"k").unwrap(),
+            None,
+            "expired key's old value came back"
+        );
+    }
+
+    #[test]
+    fn the_oldest_segment_drops_tombstones_and_moves_live_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.insert(b"gone", b"x").unwrap();
+        db.insert(b"kept", b"y").unwrap();
+        assert!(db.remove(b"gone").unwrap());
+        fill_to(&db, 1);
+        // Every key lives in segment 0 but the last filler, which opened
+        // segment 1.
+        let live_in_0 = db.len() - 1;
+        let copied = compact_only(&db, 0, true);
+        assert_eq!(
+            copied as usize, live_in_0,
+            "live records only, no tombstone"
+        );
+        db.close().unwrap();
+        let db = open(dir.path());
+        assert_eq!(db.get(b"gone").unwrap(), None);
+        assert_eq!(db.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
+        assert!(!dir.path().join("000000000000.seg").exists());
+    }
+}

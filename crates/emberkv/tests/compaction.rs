@@ -1,0 +1,170 @@
+//! Compaction through the public API: space reclaimed, data intact, while
+//! reads and writes go on.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use emberkv::{Db, Options};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn small(dir: &std::path::Path, background: Option<f64>) -> emberkv::Result<Db> {
+    Db::open(
+        dir,
+        Options::default()
+            .segment_bytes(1 << 20)
+            .hot_bytes(4 << 20)
+            .compaction_garbage(background),
+    )
+}
+
+fn value(key: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{key}:{round}:").into_bytes();
+    v.resize(300 + (key % 500) as usize, b'.');
+    v
+}
+
+#[test]
+fn compact_reclaims_overwritten_and_removed_records() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), None)?;
+    let mut model = HashMap::new();
+    for round in 0..4 {
+        for k in 0..5_000u32 {
+            db.insert(&k.to_le_bytes(), &value(k, round))?;
+            model.insert(k, value(k, round));
+        }
+    }
+    for k in (0..5_000u32).step_by(4) {
+        db.remove(&k.to_le_bytes())?;
+        model.remove(&k);
+    }
+    db.sync()?;
+    let before = db.stats()?;
+    assert!(before.space_amplification > 4.0, "{before:?}");
+    let report = db.compact()?;
+    let after = db.stats()?;
+    assert!(report.segments > 0 && report.bytes_reclaimed > 0);
+    assert!(
+        after.space_amplification <= 1.5,
+        "space amplification {} after compact",
+        after.space_amplification
+    );
+    assert_eq!(after.compactions as usize, report.segments);
+    let check = |db: &Db| -> TestResult {
+        assert_eq!(db.len(), model.len());
+        for k in 0..5_000u32 {
+            assert_eq!(db.get(&k.to_le_bytes())?, model.get(&k).cloned(), "key {k}");
+        }
+        Ok(())
+    };
+    check(&db)?;
+    db.close()?;
+    let db = small(dir.path(), None)?;
+    check(&db)?;
+    assert!(emberkv::check(dir.path()).is_err(), "locked while open");
+    db.close()?;
+    let report = emberkv::check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+    Ok(())
+}
+
+#[test]
+fn compaction_runs_while_readers_and_writers_go_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), None)?;
+    for k in 0..2_000u32 {
+        db.insert(&k.to_le_bytes(), &value(k, 0))?;
+    }
+    std::thread::scope(|s| {
+        let db = &db;
+        for t in 0..2u32 {
+            s.spawn(move || {
+                for round in 1..6 {
+                    for k in (t..2_000).step_by(2) {
+                        db.insert(&k.to_le_bytes(), &value(k, round)).unwrap();
+                    }
+                }
+            });
+        }
+        s.spawn(move || {
+            let mut buf = Vec::new();
+            for i in 0..40_000u32 {
+                let k = i % 2_000;
+                assert!(db.get_into(&k.to_le_bytes(), &mut buf).unwrap(), "key {k}");
+                let text = String::from_utf8_lossy(&buf);
+                assert!(
+                    text.starts_with(&format!("{k}:")),
+                    "key {k} read {text:.20}"
+                );
+            }
+        });
+        s.spawn(move || {
+            for _ in 0..10 {
+                db.compact().unwrap();
+            }
+        });
+        s.spawn(move || {
+            let mut seen = 0;
+            for item in db.iter() {
+                let (k, _) = item.unwrap();
+                assert_eq!(k.len(), 4);
+                seen += 1;
+            }
+            assert_eq!(seen, 2_000, "every key present throughout, once");
+        });
+    });
+    for k in 0..2_000u32 {
+        assert_eq!(db.get(&k.to_le_bytes())?, Some(value(k, 5)));
+    }
+    db.close()?;
+    let db = small(dir.path(), None)?;
+    for k in 0..2_000u32 {
+        assert_eq!(db.get(&k.to_le_bytes())?, Some(value(k, 5)));
+    }
+    Ok(())
+}
+
+#[test]
+fn background_compaction_keeps_space_bounded_under_churn() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), Some(0.33))?;
+    for round in 0..8 {
+        for k in 0..3_000u32 {
+            db.insert(&k.to_le_bytes(), &value(k, round))?;
+        }
+    }
+    db.sync()?;
+    // Liveness, not timing: the compactor wakes once a second.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while db.stats()?.compactions == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        db.stats()?.compactions > 0,
+        "background compaction never ran"
+    );
+    for k in 0..3_000u32 {
+        assert_eq!(db.get(&k.to_le_bytes())?, Some(value(k, 7)));
+    }
+    Ok(())
+}
+
+#[test]
+fn backup_after_compaction_opens_on_its_own() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = tempfile::tempdir()?;
+    let db = small(dir.path(), None)?;
+    for round in 0..3 {
+        for k in 0..3_000u32 {
+            db.insert(&k.to_le_bytes(), &value(k, round))?;
+        }
+    }
+    db.compact()?;
+    db.backup(out.path().join("b"))?;
+    let copy = small(&out.path().join("b"), None)?;
+    for k in 0..3_000u32 {
+        assert_eq!(copy.get(&k.to_le_bytes())?, Some(value(k, 2)));
+    }
+    Ok(())
+}
