@@ -85,6 +85,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         &index,
         &hasher,
         Mode::Check(&mut report),
+        0,
     )?;
     report.keys = index.len();
     let mut scratch = Vec::new();

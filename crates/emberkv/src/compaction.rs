@@ -4,9 +4,9 @@
 //! A sealed segment (one the appender has moved past) is compacted by
 //! reading it sequentially and, under each key's shard lock:
 //! - a record the index still points at is copied to the tail (with its
-//!   expiry) and the index moved to the copy; if it has expired it is
-//!   replaced by a tombstone instead, or simply dropped when the segment is
-//!   the oldest one;
+//!   expiry) and the index moved to the copy; if it has expired, a
+//!   tombstone is appended instead and the key leaves the index (so that
+//!   the log itself says so, for replay from a checkpoint);
 //! - a tombstone whose key is still absent is copied to the tail, unless
 //!   the segment is the oldest (then no older record of the key exists
 //!   anywhere, so it is dropped);
@@ -21,12 +21,7 @@
 //! back: a tombstone (or expired record) is only dropped when no older
 //! record of its key can survive it.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
-use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::clock;
 use crate::db::Core;
@@ -104,16 +99,20 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
         let mut writer = core.index.writer(shard_of(hash));
         let (slot, current) = core.locate(&mut writer, hash, record.key, None)?;
         let points_here = matches!(slot, Slot::Occupied { addr: a, .. } if a == addr);
+        let tombstone = Entry {
+            flags: FLAG_TOMBSTONE,
+            expires_at: None,
+            key: record.key,
+            value: b"",
+        };
+        let expired = points_here && !record.header.is_tombstone() && !record.is_live(now);
         let copy = if record.header.is_tombstone() {
-            (current.is_none() && !oldest).then_some(Entry {
-                flags: FLAG_TOMBSTONE,
-                expires_at: None,
-                key: record.key,
-                value: b"",
-            })
-        } else if !points_here {
-            None
-        } else if record.is_live(now) {
+            (current.is_none() && !oldest).then_some(tombstone)
+        } else if expired {
+            // The key's newest record has expired: a tombstone keeps hiding
+            // its older records.
+            Some(tombstone)
+        } else if points_here {
             Some(Entry {
                 flags: 0,
                 expires_at: record.expires_at,
@@ -121,23 +120,17 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
                 value: record.value,
             })
         } else {
-            // The key's newest record has expired: it must keep hiding
-            // older records of the key, unless none can exist.
-            writer.clear(slot);
-            core.forget(&mut writer, current.as_ref().expect("occupied"));
-            (!oldest).then_some(Entry {
-                flags: FLAG_TOMBSTONE,
-                expires_at: None,
-                key: record.key,
-                value: b"",
-            })
+            None
         };
         let Some(entry) = copy else {
             return Ok(());
         };
         let new = core.log.append(&entry)?;
         copied += 1;
-        if entry.flags & FLAG_TOMBSTONE == 0 {
+        if expired {
+            writer.clear(slot);
+            core.forget(&mut writer, current.as_ref().expect("occupied"));
+        } else if entry.flags & FLAG_TOMBSTONE == 0 {
             core.forget(&mut writer, current.as_ref().expect("occupied"));
             writer.set(hash, slot, new);
             core.count(&mut writer, new, &entry);
@@ -145,57 +138,6 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
         Ok(())
     })?;
     Ok(copied)
-}
-
-/// How often the background compactor looks for segments to compact.
-const INTERVAL: Duration = Duration::from_secs(1);
-
-/// The background compactor thread.
-pub(crate) struct Compactor {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Compactor {
-    /// Starts a thread that, every [`INTERVAL`], compacts the sealed
-    /// segments with at least `min_garbage` of garbage. Errors are retried
-    /// at the next interval (and reported by [`crate::Db::compact`]).
-    pub(crate) fn spawn(core: Arc<Core>, min_garbage: f64) -> std::io::Result<Compactor> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::Builder::new()
-                .name("emberkv-compactor".into())
-                .spawn(move || {
-                    let (lock, wake) = &*stop;
-                    let mut stopped = lock.lock();
-                    while !*stopped {
-                        wake.wait_for(&mut stopped, INTERVAL);
-                        if *stopped {
-                            break;
-                        }
-                        drop(stopped);
-                        let _ = run(&core, min_garbage);
-                        stopped = lock.lock();
-                    }
-                })?
-        };
-        Ok(Compactor {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops the thread, waiting for a pass in progress to finish.
-    pub(crate) fn stop(&mut self) {
-        let (lock, wake) = &*self.stop;
-        *lock.lock() = true;
-        wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            // A panic in the compactor leaves the store as a crash would.
-            let _ = thread.join();
-        }
-    }
 }
 
 #[cfg(test)]
@@ -248,6 +190,8 @@ mod tests {
         assert_eq!(db.get(b"k").unwrap(), None, "removed key came back");
         assert!(!dir.path().join("000000000002.seg").exists());
     }
+
+    use std::time::Duration;
 
     #[test]
     fn an_expired_newest_record_keeps_hiding_an_older_value() {

@@ -10,12 +10,14 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 
 use crate::batch::WriteBatch;
-use crate::compaction::{self, CompactionReport, Compactor};
+use crate::checkpoint;
+use crate::compaction::{self, CompactionReport};
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::index::{Index, KeyHasher, ShardWriter, Slot, shard_of};
 use crate::iter::Iter;
 use crate::log::{Found, Log};
+use crate::maintenance::Maintenance;
 use crate::manifest::{self, Retired};
 use crate::options::Options;
 use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES};
@@ -34,7 +36,7 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 pub struct Db {
     core: Arc<Core>,
     flusher: Mutex<Option<Flusher>>,
-    compactor: Mutex<Option<Compactor>>,
+    maintenance: Mutex<Option<Maintenance>>,
     /// Holds the store's exclusive `flock` until the `Db` is gone.
     _lock: File,
 }
@@ -80,6 +82,9 @@ impl Current {
 /// The state shared by a [`Db`] and its background threads, and the read
 /// and write paths over it.
 pub(crate) struct Core {
+    pub(crate) store_id: u64,
+    /// The `covered` address of the last checkpoint written or loaded.
+    pub(crate) checkpointed: AtomicU64,
     pub(crate) dir: PathBuf,
     pub(crate) index: Index,
     pub(crate) log: Arc<Log>,
@@ -99,6 +104,15 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// Writes an index checkpoint covering everything durable now.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.log.sync_all()?;
+        let covered = self.log.durable();
+        checkpoint::write(&self.dir, self.store_id, &self.index, covered)?;
+        self.checkpointed.store(covered, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Marks `seg` retired in the manifest, durably, then deletes its file
     /// (or schedules that, while iterators are alive).
     pub(crate) fn retire(&self, seg: u64) -> Result<()> {
@@ -400,12 +414,30 @@ impl Db {
         let meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
         let hasher = hasher(meta.hash_seed);
         let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
-        let index = Index::with_capacity(options.key_capacity);
         let retired = manifest::load(dir)?;
-        let tail = recovery::replay(&storage, &retired, &index, &hasher, recovery::Mode::Repair)?;
+        let (index, from) = match checkpoint::load(dir, meta.store_id) {
+            Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
+                let present = storage.list()?;
+                let gone = |seg| retired.contains(seg) || present.binary_search(&seg).is_err();
+                let index = Index::from_images(c.images, |a| storage.segment_of(a), gone);
+                (index, c.covered)
+            }
+            // No checkpoint, or one that fails a check: replay everything.
+            _ => (Index::with_capacity(options.key_capacity), 0),
+        };
+        let tail = recovery::replay(
+            &storage,
+            &retired,
+            &index,
+            &hasher,
+            recovery::Mode::Repair,
+            from,
+        )?;
         let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         let core = Arc::new(Core {
+            store_id: meta.store_id,
+            checkpointed: AtomicU64::new(from),
             dir: dir.to_path_buf(),
             index,
             log,
@@ -417,14 +449,11 @@ impl Db {
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
         });
-        let compactor = match options.compaction_garbage {
-            Some(min_garbage) => Some(Compactor::spawn(Arc::clone(&core), min_garbage)?),
-            None => None,
-        };
+        let maintenance = Maintenance::spawn(Arc::clone(&core), options.compaction_garbage)?;
         Ok(Db {
             core,
             flusher: Mutex::new(Some(flusher)),
-            compactor: Mutex::new(compactor),
+            maintenance: Mutex::new(Some(maintenance)),
             _lock: lock,
         })
     }
@@ -792,11 +821,16 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
-        if let Some(mut compactor) = self.compactor.lock().take() {
-            compactor.stop();
+        if let Some(mut maintenance) = self.maintenance.lock().take() {
+            maintenance.stop();
         }
         if let Some(mut flusher) = self.flusher.lock().take() {
             flusher.stop();
+            // A clean close leaves a checkpoint covering the whole log, so
+            // the next open replays nothing.
+            if self.core.log.tail() != self.core.checkpointed.load(Ordering::Relaxed) {
+                return self.core.checkpoint();
+            }
         }
         self.core.log.sync_all()
     }
@@ -804,6 +838,21 @@ impl Db {
     pub(crate) fn core(&self) -> &Core {
         &self.core
     }
+}
+
+/// Whether a checkpoint covering the log below `covered` fits the log on
+/// disk: its segment is retired (replay then starts at the next one) or
+/// holds at least that many bytes.
+fn checkpoint_applies(storage: &Segments, retired: &Retired, covered: u64) -> Result<bool> {
+    let seg = storage.segment_of(covered);
+    if retired.contains(seg) {
+        return Ok(true);
+    }
+    if covered < storage.segment_start(seg) + crate::storage::SEGMENT_HEADER_BYTES {
+        return Ok(false);
+    }
+    Ok(storage.list()?.binary_search(&seg).is_ok()
+        && storage.file_len(seg)? >= covered - storage.segment_start(seg))
 }
 
 impl Drop for Db {

@@ -164,9 +164,31 @@ struct ShardState {
     record_bytes: u64,
     /// Bytes of the keys and values of those records.
     logical_bytes: u64,
-    /// Bytes of those records in each segment, for choosing what to
-    /// compact.
-    live_by_segment: HashMap<u64, u64>,
+    /// The same, per segment: for choosing what to compact, and for
+    /// dropping a retired segment's entries from a loaded checkpoint.
+    live_by_segment: HashMap<u64, SegmentLive>,
+}
+
+/// What a shard counts as live in one segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SegmentLive {
+    /// Entries pointing into the segment.
+    pub keys: u64,
+    /// Bytes of their records.
+    pub record_bytes: u64,
+    /// Bytes of their keys and values.
+    pub logical_bytes: u64,
+}
+
+/// A shard's contents, written to and read from an index checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ShardImage {
+    /// The table's raw entries (a power of two of them).
+    pub entries: Vec<u64>,
+    /// Live plus deleted entries.
+    pub used: u64,
+    /// Per segment: what is live there.
+    pub live: Vec<(u64, SegmentLive)>,
 }
 
 /// Totals over all shards, for [`crate::Stats`].
@@ -228,11 +250,81 @@ impl Index {
     pub(crate) fn live_by_segment(&self) -> BTreeMap<u64, u64> {
         let mut live = BTreeMap::new();
         for shard in self.shards.iter() {
-            for (&seg, &bytes) in &shard.writer.lock().live_by_segment {
-                *live.entry(seg).or_default() += bytes;
+            for (&seg, l) in &shard.writer.lock().live_by_segment {
+                *live.entry(seg).or_default() += l.record_bytes;
             }
         }
         live
+    }
+
+    /// A copy of shard `shard`, taken under its writer lock.
+    pub(crate) fn image(&self, shard: usize) -> ShardImage {
+        let shard = &self.shards[shard];
+        let state = shard.writer.lock();
+        let table = shard.table.load();
+        let mut live: Vec<(u64, SegmentLive)> = state
+            .live_by_segment
+            .iter()
+            .map(|(&s, &l)| (s, l))
+            .collect();
+        live.sort_unstable_by_key(|&(s, _)| s);
+        ShardImage {
+            entries: table
+                .slots
+                .iter()
+                .map(|e| e.load(Ordering::Relaxed))
+                .collect(),
+            used: state.used as u64,
+            live,
+        }
+    }
+
+    /// An index rebuilt from checkpoint images (one per shard), with the
+    /// entries pointing into segments that `gone(segment)` says no longer
+    /// exist turned into deleted slots and taken out of the counts.
+    /// `segment_of` maps a log address to its segment.
+    pub(crate) fn from_images(
+        images: Vec<ShardImage>,
+        segment_of: impl Fn(u64) -> u64,
+        gone: impl Fn(u64) -> bool,
+    ) -> Index {
+        debug_assert_eq!(images.len(), SHARDS);
+        let shards = images
+            .into_iter()
+            .map(|image| {
+                let mut state = ShardState {
+                    used: image.used as usize,
+                    ..ShardState::default()
+                };
+                let mut keys = 0;
+                for (seg, l) in image.live {
+                    if gone(seg) {
+                        continue;
+                    }
+                    keys += l.keys as usize;
+                    state.record_bytes += l.record_bytes;
+                    state.logical_bytes += l.logical_bytes;
+                    state.live_by_segment.insert(seg, l);
+                }
+                let slots: Box<[AtomicU64]> = image
+                    .entries
+                    .into_iter()
+                    .map(|e| {
+                        let dropped = e != EMPTY && e != DELETED && gone(segment_of(entry_addr(e)));
+                        AtomicU64::new(if dropped { DELETED } else { e })
+                    })
+                    .collect();
+                Shard {
+                    table: ArcSwap::from_pointee(Table {
+                        slots,
+                        generation: 0,
+                    }),
+                    writer: Mutex::new(state),
+                    live: AtomicUsize::new(keys),
+                }
+            })
+            .collect();
+        Index { shards }
     }
 
     /// Keys, their bytes, and the memory held by the tables (briefly
@@ -363,7 +455,10 @@ impl ShardWriter<'_> {
     pub(crate) fn add_live(&mut self, segment: u64, record: u64, logical: u64) {
         self.state.record_bytes += record;
         self.state.logical_bytes += logical;
-        *self.state.live_by_segment.entry(segment).or_default() += record;
+        let live = self.state.live_by_segment.entry(segment).or_default();
+        live.keys += 1;
+        live.record_bytes += record;
+        live.logical_bytes += logical;
     }
 
     /// Takes back what [`ShardWriter::add_live`] counted.
@@ -372,8 +467,10 @@ impl ShardWriter<'_> {
         state.record_bytes -= record;
         state.logical_bytes -= logical;
         if let Some(live) = state.live_by_segment.get_mut(&segment) {
-            *live -= record;
-            if *live == 0 {
+            live.keys -= 1;
+            live.record_bytes -= record;
+            live.logical_bytes -= logical;
+            if live.keys == 0 {
                 state.live_by_segment.remove(&segment);
             }
         }

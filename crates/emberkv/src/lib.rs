@@ -45,6 +45,7 @@
 mod backup;
 mod batch;
 mod check;
+mod checkpoint;
 mod clock;
 mod compaction;
 mod db;
@@ -53,6 +54,7 @@ mod flusher;
 mod index;
 mod iter;
 mod log;
+mod maintenance;
 mod manifest;
 mod meta;
 mod options;

@@ -79,8 +79,9 @@ impl Mode<'_> {
     }
 }
 
-/// Replays the store's segments into `index` and returns the log tail (the
-/// address the next record goes to).
+/// Replays the store's segments into `index`, from log address `from` on
+/// (0: the whole log; else a checkpoint's `covered`, a record boundary),
+/// and returns the log tail (the address the next record goes to).
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
@@ -92,6 +93,7 @@ pub(crate) fn replay(
     index: &Index,
     hasher: &KeyHasher,
     mut mode: Mode<'_>,
+    from: u64,
 ) -> Result<u64> {
     let mut segments = storage.list()?;
     // A crash between retiring a segment and deleting its file leaves it.
@@ -129,6 +131,9 @@ pub(crate) fn replay(
     let mut prev_end: Option<u64> = None;
     for seg in segments {
         let start = storage.segment_start(seg);
+        if start + storage.segment_size() <= from {
+            continue;
+        }
         let end = start + storage.file_len(seg)?;
         if let Mode::Check(report) = &mut mode {
             report.segments += 1;
@@ -166,7 +171,7 @@ pub(crate) fn replay(
                 continue;
             }
         }
-        let mut pos = start + SEGMENT_HEADER_BYTES;
+        let mut pos = (start + SEGMENT_HEADER_BYTES).max(from);
         // Records of a batch whose last record has not been read yet.
         let mut batch: Vec<u64> = Vec::new();
         let mut batch_start = pos;

@@ -60,6 +60,11 @@ impl Segments {
         self.segment_bits
     }
 
+    /// Size of a segment, in bytes.
+    pub(crate) fn segment_size(&self) -> u64 {
+        1 << self.segment_bits
+    }
+
     /// The segment number holding log address `addr`.
     pub(crate) fn segment_of(&self, addr: u64) -> u64 {
         addr >> self.segment_bits

@@ -52,7 +52,7 @@ impl std::fmt::Debug for Op {
 fn op(w: u64, seq: u64) -> Op {
     let r = splitmix64(w << 40 ^ seq);
     let key = format!("w{w}:k{}", r % KEYS_PER_WRITER).into_bytes();
-    if (r >> 20) % 5 == 0 {
+    if (r >> 20).is_multiple_of(5) {
         Op::Remove(key)
     } else {
         let mut value = format!("{}|{seq}|", String::from_utf8_lossy(&key)).into_bytes();

@@ -1,0 +1,233 @@
+//! Index checkpoints: a copy of the hash index on disk, so that open
+//! replays only the log written after it instead of the whole log.
+//!
+//! A checkpoint is fuzzy: `covered` is a durable log address read before
+//! the shards are copied, one at a time under each shard's writer lock. Any
+//! record below `covered` was indexed before its shard was copied (its
+//! writer held that lock from before the append until after the index
+//! update), and replaying every record from `covered` on, in log order,
+//! leaves each key at its newest record whatever the copy already held.
+//! Entries pointing into segments retired since are dropped on load: the
+//! records compaction moved out of them were appended after `covered`, so
+//! replay brings them back.
+//!
+//! `CHECKPOINT` (little-endian), written through a temporary file, fsync,
+//! rename and directory fsync:
+//!
+//! | size | field |
+//! |-----:|-------|
+//! | 8 | magic `EMBERCKP` |
+//! | 4 | format version |
+//! | 8 | store id (from `emberkv.meta`; a copy from another store is ignored) |
+//! | 8 | `covered`: replay starts here |
+//! | 4 | number of shards |
+//! | per shard: 8 | number of entries `n` (a power of two) |
+//! | 8 | used slots |
+//! | 4 | number of segments `m` with live records |
+//! | 32 * m | per segment: number, keys, record bytes, logical bytes |
+//! | 8 * n | the entries |
+//! | 4 | CRC32C of everything before it |
+//!
+//! Anything that fails a check (checksum, bounds, store id, a `covered`
+//! beyond the log) makes open ignore the checkpoint and replay everything.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::index::{Index, SHARDS, SegmentLive, ShardImage};
+use crate::storage::sync_dir;
+
+const FILE: &str = "CHECKPOINT";
+const TMP: &str = "CHECKPOINT.tmp";
+const MAGIC: &[u8; 8] = b"EMBERCKP";
+
+/// A writer that checksums what passes through it.
+struct Crc<W> {
+    inner: W,
+    crc: u32,
+}
+
+impl<W: Write> Crc<W> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.inner.write_all(bytes)
+    }
+}
+
+/// Writes a checkpoint of `index` covering the log below `covered` (a
+/// durable record boundary read before this call).
+///
+/// # Errors
+/// [`Error::Io`]; the previous checkpoint is left in place then.
+pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()> {
+    let tmp = dir.join(TMP);
+    let mut out = Crc {
+        inner: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
+        crc: 0,
+    };
+    out.put(MAGIC)?;
+    out.put(&crate::FORMAT_VERSION.to_le_bytes())?;
+    out.put(&store_id.to_le_bytes())?;
+    out.put(&covered.to_le_bytes())?;
+    out.put(&(SHARDS as u32).to_le_bytes())?;
+    for shard in 0..SHARDS {
+        let image = index.image(shard);
+        out.put(&(image.entries.len() as u64).to_le_bytes())?;
+        out.put(&image.used.to_le_bytes())?;
+        out.put(&(image.live.len() as u32).to_le_bytes())?;
+        for (seg, l) in &image.live {
+            for v in [*seg, l.keys, l.record_bytes, l.logical_bytes] {
+                out.put(&v.to_le_bytes())?;
+            }
+        }
+        for e in &image.entries {
+            out.put(&e.to_le_bytes())?;
+        }
+    }
+    let crc = out.crc;
+    let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
+    file.write_all(&crc.to_le_bytes())?;
+    file.sync_all()?;
+    fs::rename(&tmp, dir.join(FILE))?;
+    sync_dir(dir)
+}
+
+/// A checkpoint read back: the address replay starts from, and the shards.
+pub(crate) struct Loaded {
+    pub covered: u64,
+    pub images: Vec<ShardImage>,
+}
+
+/// Reads the checkpoint, if there is one.
+///
+/// # Errors
+/// [`Error::Corruption`] when it fails a check (the caller then ignores
+/// it); [`Error::Io`].
+pub(crate) fn load(dir: &Path, store_id: u64) -> Result<Option<Loaded>> {
+    let bytes = match fs::read(dir.join(FILE)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    decode(&bytes, store_id).map(Some)
+}
+
+fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
+    let bad = |at: usize, reason: &str| Error::corruption(at as u64, format!("{FILE}: {reason}"));
+    if bytes.len() < 36 {
+        return Err(bad(0, "too short"));
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32c::crc32c(body).to_le_bytes() != crc {
+        return Err(bad(body.len(), "checksum mismatch"));
+    }
+    let mut r = Reader { bytes: body, at: 0 };
+    if r.take(8)? != MAGIC {
+        return Err(bad(0, "bad magic"));
+    }
+    if r.u32()? != crate::FORMAT_VERSION {
+        return Err(bad(8, "another format version"));
+    }
+    if r.u64()? != store_id {
+        return Err(bad(12, "written by another store"));
+    }
+    let covered = r.u64()?;
+    if r.u32()? as usize != SHARDS {
+        return Err(bad(28, "another shard count"));
+    }
+    let mut images = Vec::with_capacity(SHARDS);
+    for _ in 0..SHARDS {
+        let n = r.u64()?;
+        let used = r.u64()?;
+        let m = r.u32()? as u64;
+        if !n.is_power_of_two() || n > 1 << 32 || used > n {
+            return Err(bad(r.at, "impossible table size"));
+        }
+        // Bounds before allocating: the counts must fit in what is left.
+        if m * 32 + n * 8 > (r.bytes.len() - r.at) as u64 {
+            return Err(bad(r.at, "counts exceed the file"));
+        }
+        let mut live = Vec::with_capacity(m as usize);
+        for _ in 0..m {
+            let seg = r.u64()?;
+            let l = SegmentLive {
+                keys: r.u64()?,
+                record_bytes: r.u64()?,
+                logical_bytes: r.u64()?,
+            };
+            live.push((seg, l));
+        }
+        let entries = (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>>>()?;
+        images.push(ShardImage {
+            entries,
+            used,
+            live,
+        });
+    }
+    if r.at != r.bytes.len() {
+        return Err(bad(r.at, "trailing bytes"));
+    }
+    Ok(Loaded { covered, images })
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end =
+            end.ok_or_else(|| Error::corruption(self.at as u64, format!("{FILE}: truncated")))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_every_damage_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::with_capacity(100);
+        write(dir.path(), 7, &index, 4096).unwrap();
+        let bytes = fs::read(dir.path().join(FILE)).unwrap();
+        let loaded = decode(&bytes, 7).unwrap();
+        assert_eq!(loaded.covered, 4096);
+        assert_eq!(loaded.images.len(), SHARDS);
+        assert_eq!(loaded.images[3], index.image(3));
+        assert!(decode(&bytes, 8).is_err(), "another store's checkpoint");
+        for at in (0..bytes.len())
+            .step_by(97)
+            .chain([0, 8, 20, bytes.len() - 1])
+        {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x20;
+            assert!(decode(&bad, 7).is_err(), "flip at {at} accepted");
+        }
+        for len in [0, 10, 35, bytes.len() / 2, bytes.len() - 1] {
+            assert!(
+                decode(&bytes[..len], 7).is_err(),
+                "truncation to {len} accepted"
+            );
+        }
+    }
+}

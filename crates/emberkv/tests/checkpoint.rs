@@ -1,0 +1,139 @@
+//! Index checkpoints: used when sound, ignored when damaged, stale or
+//! foreign, and never trusted over the log.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use emberkv::{Db, Options};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn options() -> Options {
+    Options::default()
+        .segment_bytes(1 << 20)
+        .compaction_garbage(None)
+}
+
+fn value(k: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{k}/{round}/").into_bytes();
+    v.resize(200 + (k % 300) as usize, b'~');
+    v
+}
+
+fn write_rounds(
+    db: &Db,
+    model: &mut HashMap<u32, Vec<u8>>,
+    rounds: std::ops::Range<u32>,
+) -> TestResult {
+    for round in rounds {
+        for k in 0..3_000u32 {
+            if (k + round) % 7 == 0 {
+                db.remove(&k.to_le_bytes())?;
+                model.remove(&k);
+            } else {
+                db.insert(&k.to_le_bytes(), &value(k, round))?;
+                model.insert(k, value(k, round));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check(dir: &Path, model: &HashMap<u32, Vec<u8>>) -> TestResult {
+    let db = Db::open(dir, options())?;
+    assert_eq!(db.len(), model.len());
+    for k in 0..3_000u32 {
+        assert_eq!(db.get(&k.to_le_bytes())?, model.get(&k).cloned(), "key {k}");
+    }
+    let stats = db.stats()?;
+    let logical: u64 = model.iter().map(|(_, v)| 4 + v.len() as u64).sum();
+    assert_eq!(
+        stats.logical_bytes, logical,
+        "byte counts survive the checkpoint"
+    );
+    db.close()?;
+    Ok(())
+}
+
+#[test]
+fn a_clean_close_leaves_a_checkpoint_that_reopen_uses() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut model = HashMap::new();
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 0..3)?;
+    db.compact()?;
+    write_rounds(&db, &mut model, 3..4)?;
+    db.close()?;
+    assert!(dir.path().join("CHECKPOINT").exists());
+    check(dir.path(), &model)?;
+    // Writes after the checkpoint, then a checkpoint-less crash-like stop:
+    // the checkpoint is older than the log, and replay covers the rest.
+    let saved = std::fs::read(dir.path().join("CHECKPOINT"))?;
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 4..6)?;
+    db.compact()?;
+    write_rounds(&db, &mut model, 6..7)?;
+    db.close()?;
+    std::fs::write(dir.path().join("CHECKPOINT"), &saved)?;
+    check(dir.path(), &model)?;
+    Ok(())
+}
+
+#[test]
+fn damaged_or_foreign_checkpoints_are_ignored() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let other = tempfile::tempdir()?;
+    let mut model = HashMap::new();
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 0..3)?;
+    db.close()?;
+    let path = dir.path().join("CHECKPOINT");
+    let good = std::fs::read(&path)?;
+    for at in [0, 20, 40, good.len() / 2, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x01;
+        std::fs::write(&path, &bad)?;
+        check(dir.path(), &model)?;
+    }
+    std::fs::write(&path, &good[..good.len() / 3])?;
+    check(dir.path(), &model)?;
+    // A sound checkpoint of another store must not be trusted.
+    let db = Db::open(other.path(), options())?;
+    db.insert(b"x", b"y")?;
+    db.close()?;
+    std::fs::copy(other.path().join("CHECKPOINT"), &path)?;
+    check(dir.path(), &model)?;
+    Ok(())
+}
+
+#[test]
+fn a_checkpoint_beyond_the_log_is_ignored() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut model = HashMap::new();
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 0..2)?;
+    db.close()?;
+    let checkpoint = std::fs::read(dir.path().join("CHECKPOINT"))?;
+    // Cut the newest segment's tail off after the checkpoint was written:
+    // the checkpoint now claims records the log no longer has.
+    let newest = std::fs::read_dir(dir.path())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .unwrap();
+    let len = std::fs::metadata(&newest)?.len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)?
+        .set_len(len / 2)?;
+    std::fs::write(dir.path().join("CHECKPOINT"), &checkpoint)?;
+    let db = Db::open(dir.path(), options())?;
+    for k in 0..3_000u32 {
+        if let Some(v) = db.get(&k.to_le_bytes())? {
+            let text = String::from_utf8_lossy(&v);
+            assert!(text.starts_with(&format!("{k}/")), "key {k}: {text:.20}");
+        }
+    }
+    assert!(db.len() < model.len() + 1);
+    Ok(())
+}
