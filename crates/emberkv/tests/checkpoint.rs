@@ -46,7 +46,7 @@ fn check(dir: &Path, model: &HashMap<u32, Vec<u8>>) -> TestResult {
         assert_eq!(db.get(&k.to_le_bytes())?, model.get(&k).cloned(), "key {k}");
     }
     let stats = db.stats()?;
-    let logical: u64 = model.iter().map(|(_, v)| 4 + v.len() as u64).sum();
+    let logical: u64 = model.values().map(|v| 4 + v.len() as u64).sum();
     assert_eq!(
         stats.logical_bytes, logical,
         "byte counts survive the checkpoint"

@@ -1,0 +1,58 @@
+//! The hot tier's memory budget holds when the data is many times larger:
+//! the process's resident memory grows by at most `hot_bytes`, the index
+//! and a small constant, however much is written and read back.
+//!
+//! One test in its own binary, since resident memory is per process.
+
+use emberkv::{Db, Options};
+
+/// Resident set size of this process, in bytes (Linux `/proc`).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn resident_memory_stays_within_the_hot_tier_budget() {
+    const HOT: usize = 16 << 20;
+    const VALUE: usize = 4096;
+    const KEYS: u32 = 65_536; // 256 MiB of values: 16 times the budget
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options::default()
+            .hot_bytes(HOT)
+            .key_capacity(KEYS as usize)
+            .segment_bytes(64 << 20)
+            .compaction_garbage(None),
+    )
+    .unwrap();
+    let before = rss_bytes();
+    let mut value = vec![0u8; VALUE];
+    for k in 0..KEYS {
+        value[..4].copy_from_slice(&k.to_le_bytes());
+        value[VALUE - 1] = k as u8;
+        db.insert(&k.to_le_bytes(), &value).unwrap();
+    }
+    let mut buf = Vec::with_capacity(VALUE);
+    for k in (0..KEYS).step_by(7) {
+        assert!(db.get_into(&k.to_le_bytes(), &mut buf).unwrap());
+        assert_eq!((&buf[..4], buf[VALUE - 1]), (&k.to_le_bytes()[..], k as u8));
+    }
+    let stats = db.stats().unwrap();
+    let grown = rss_bytes().saturating_sub(before);
+    let allowed = HOT as u64 + stats.index_bytes as u64 + (16 << 20);
+    assert!(
+        grown <= allowed,
+        "resident memory grew by {} MiB for {} MiB of data; allowed {} MiB \
+         (hot tier {} MiB + index {} MiB + 16 MiB)",
+        grown >> 20,
+        (KEYS as u64 * VALUE as u64) >> 20,
+        allowed >> 20,
+        HOT >> 20,
+        stats.index_bytes >> 20
+    );
+    assert!(stats.hot_bytes <= HOT + (1 << 20), "{stats:?}");
+}
