@@ -21,7 +21,7 @@
 //! | 8 | store id (from `emberkv.meta`; a copy from another store is ignored) |
 //! | 8 | `covered`: replay starts here |
 //! | 4 | number of shards |
-//! | per shard: 8 | number of entries `n` (a power of two) |
+//! | per shard: 8 | number of entries `n` |
 //! | 8 | used slots |
 //! | 4 | number of segments `m` with live records |
 //! | 32 * m | per segment: number, keys, record bytes, logical bytes |
@@ -142,7 +142,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         let n = r.u64()?;
         let used = r.u64()?;
         let m = r.u32()? as u64;
-        if !n.is_power_of_two() || n > 1 << 32 || used > n {
+        if n == 0 || n > 1 << 32 || used > n {
             return Err(bad(r.at, "impossible table size"));
         }
         // Bounds before allocating: the counts must fit in what is left.
