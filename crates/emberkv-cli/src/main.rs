@@ -107,6 +107,9 @@ enum Command {
     /// without changing anything (exit 0 if sound, 1 if problems are found,
     /// 2 if the check could not run).
     Check,
+    /// Run one compaction pass: reclaim the space of overwritten, removed
+    /// and expired records, and print what was reclaimed.
+    Compact,
     /// Write a consistent copy of the store to DEST, a new or empty
     /// directory.
     Backup {
@@ -197,6 +200,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Stats { json } => stats(store, json)?,
         Command::Check => return check(store),
+        Command::Compact => {
+            let db = open(store)?;
+            let report = db.compact()?;
+            let disk_bytes = db.stats()?.disk_bytes;
+            db.close()?;
+            println!(
+                "compacted {} segments: {} records copied, {} bytes reclaimed, {} bytes on disk",
+                report.segments, report.records_copied, report.bytes_reclaimed, disk_bytes
+            );
+        }
         Command::Backup { dest } => {
             let db = open(store)?;
             db.backup(&dest)
@@ -267,6 +280,7 @@ fn stats(dir: &Path, json: bool) -> Result<()> {
             "index_bytes": s.index_bytes,
             "index_bytes_per_key": s.index_bytes_per_key,
             "hot_bytes": s.hot_bytes,
+            "compactions": s.compactions,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&object)?)?;
     } else {

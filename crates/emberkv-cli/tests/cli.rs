@@ -335,7 +335,7 @@ fn usage_errors_exit_2_with_clap_messages() -> TestResult {
     let store = dir.path();
     let cases: [(&[&str], &str); 4] = [
         (&["frobnicate"], "unexpected argument 'frobnicate' found"),
-        (&["compact"], "unexpected argument 'compact' found"),
+        (&["compact", "now"], "unexpected argument 'now' found"),
         (&["get"], "required arguments were not provided"),
         (&["insert", "k"], "required arguments were not provided"),
     ];
@@ -434,5 +434,28 @@ fn backup_writes_a_store_that_opens_on_its_own() -> TestResult {
         &run(&store, [OsStr::new("backup"), dest.as_os_str()])?,
         "is not empty",
     );
+    Ok(())
+}
+
+#[test]
+fn compact_reclaims_overwritten_records() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let opts = Options::default()
+        .segment_bytes(1 << 20)
+        .compaction_garbage(None);
+    let db = Db::open(dir.path(), opts.clone())?;
+    for round in 0..4u8 {
+        for k in 0..2_000u32 {
+            db.insert(&k.to_le_bytes(), &[round; 500])?;
+        }
+    }
+    let before = db.stats()?.disk_bytes;
+    db.close()?;
+    let out = run(dir.path(), ["compact"])?;
+    assert_code(&out, 0);
+    assert!(stdout(&out).contains("bytes reclaimed"), "{}", stdout(&out));
+    let db = Db::open(dir.path(), opts)?;
+    assert!(db.stats()?.disk_bytes < before / 2);
+    assert_eq!(db.get(&1999u32.to_le_bytes())?, Some(vec![3; 500]));
     Ok(())
 }

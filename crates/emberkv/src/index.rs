@@ -106,7 +106,7 @@ fn grown_len(slots: usize) -> usize {
 /// reduction of the hash's low 32 bits ("A fast alternative to the modulo
 /// reduction", 2016), which needs no power-of-two size.
 fn home(hash: u64, len: usize) -> usize {
-    ((hash & 0xFFFF_FFFF) * len as u64 >> 32) as usize
+    (((hash & 0xFFFF_FFFF) * len as u64) >> 32) as usize
 }
 
 /// The slot after `i` in a table of `len` slots, wrapping.
