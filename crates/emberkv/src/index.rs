@@ -653,6 +653,9 @@ mod tests {
         let presized = bytes_per_key(10_000_000, 10_000_000);
         assert!(presized <= 12.0, "presized: {presized:.2} bytes per key");
         let grown = bytes_per_key(100_000, 10_000_000);
-        assert!(grown <= 12.0, "grown from 100,000: {grown:.2} bytes per key");
+        assert!(
+            grown <= 12.0,
+            "grown from 100,000: {grown:.2} bytes per key"
+        );
     }
 }
