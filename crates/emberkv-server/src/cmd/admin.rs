@@ -1,0 +1,389 @@
+//! Server commands: INFO, CONFIG, SAVE / BGSAVE / BGREWRITEAOF (a
+//! durability barrier), LASTSAVE, TIME, SHUTDOWN.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Ctx, Sub, dispatch_sub, help};
+use crate::config::{self, PARAMS};
+use crate::error::{CmdError, CmdResult};
+use crate::parse::{Args, is, text};
+use crate::stats::Stats;
+
+/// Makes every acknowledged write durable: the engine's flush and
+/// fdatasync. It blocks this worker thread for the fdatasync, so the
+/// runtime moves its other tasks elsewhere meanwhile.
+fn barrier(ctx: &mut Ctx<'_>) -> CmdResult {
+    let store = &ctx.shared.store;
+    tokio::task::block_in_place(|| store.sync())?;
+    ctx.shared.stats.changes.store(0, Ordering::Relaxed);
+    Ok(())
+}
+
+pub(super) fn save(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    barrier(ctx)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub(super) fn bgsave(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    match args.opt(1) {
+        Some(a) if args.len() > 2 || !is(a, "SCHEDULE") => return Err(CmdError::Syntax),
+        _ => {}
+    }
+    barrier(ctx)?;
+    ctx.out.simple("Background saving started");
+    Ok(())
+}
+
+pub(super) fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    barrier(ctx)?;
+    ctx.out
+        .simple("Background append only file rewriting started");
+    Ok(())
+}
+
+pub(super) fn lastsave(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    ctx.out.int(ctx.shared.store.last_save() as i64);
+    Ok(())
+}
+
+pub(super) fn time(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.out.array(2);
+    ctx.out.bulk_int(now.as_secs());
+    ctx.out.bulk_int(now.subsec_micros());
+    Ok(())
+}
+
+pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let (mut nosave, mut save, mut abort, mut other) = (false, false, false, false);
+    for a in args.from(1) {
+        if is(a, "NOSAVE") {
+            nosave = true;
+        } else if is(a, "SAVE") {
+            save = true;
+        } else if is(a, "NOW") || is(a, "FORCE") {
+            other = true;
+        } else if is(a, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (abort && (nosave || save || other)) || (nosave && save) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::err("No shutdown in progress."));
+    }
+    // NOSAVE does not skip the final flush: the store is always closed
+    // cleanly, so nothing acknowledged is lost.
+    crate::notice!("User requested shutdown...");
+    ctx.session.shutdown = true;
+    Ok(())
+}
+
+static CONFIG_SUBS: &[Sub] = &[
+    Sub {
+        name: "get",
+        arity: -3,
+        run: config_get,
+    },
+    Sub {
+        name: "set",
+        arity: -4,
+        run: config_set,
+    },
+    Sub {
+        name: "resetstat",
+        arity: 2,
+        run: config_resetstat,
+    },
+    Sub {
+        name: "rewrite",
+        arity: 2,
+        run: config_rewrite,
+    },
+    Sub {
+        name: "help",
+        arity: 2,
+        run: config_help,
+    },
+];
+
+pub(super) fn config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    dispatch_sub(ctx, args, "CONFIG", CONFIG_SUBS)
+}
+
+fn config_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    help(
+        ctx,
+        &[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "HELP",
+            "    Print this help.",
+        ],
+    );
+    Ok(())
+}
+
+fn config_get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let config = ctx.shared.config.read();
+    let patterns: Vec<Vec<u8>> = args.from(2).map(<[u8]>::to_ascii_lowercase).collect();
+    let found: Vec<(&str, String)> = PARAMS
+        .iter()
+        .filter(|p| {
+            patterns
+                .iter()
+                .any(|pat| crate::glob::matches(pat, p.name.as_bytes()))
+        })
+        .map(|p| (p.name, p.get(&config)))
+        .collect();
+    drop(config);
+    ctx.out.map(found.len());
+    for (name, value) in found {
+        ctx.out.bulk(name.as_bytes());
+        ctx.out.bulk(value.as_bytes());
+    }
+    Ok(())
+}
+
+fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    if !args.len().is_multiple_of(2) {
+        return Err(CmdError::WrongArity("config|set".into()));
+    }
+    let shared = ctx.shared;
+    let mut config = shared.config.write();
+    let mut next = config.clone();
+    let mut seen = Vec::new();
+    let mut pairs = args.from(2);
+    while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
+        let name = text(name);
+        let failed = |why: &str| {
+            CmdError::err(format_args!(
+                "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            ))
+        };
+        let Some(param) = config::param(&name) else {
+            return Err(CmdError::err(format_args!(
+                "Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )));
+        };
+        if !param.mutable {
+            return Err(failed("can't set immutable config"));
+        }
+        if seen.contains(&param.name) {
+            return Err(failed("duplicate parameter"));
+        }
+        seen.push(param.name);
+        param
+            .set(&mut next, &[text(value)])
+            .map_err(|e| failed(&e))?;
+    }
+    if next.maxclients != config.maxclients {
+        shared.clients.resize(config.maxclients, next.maxclients);
+    }
+    if next.loglevel != config.loglevel {
+        crate::log::set_level(next.loglevel);
+    }
+    shared.live.update(&next);
+    *config = next;
+    drop(config);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn config_resetstat(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    ctx.shared.stats.reset();
+    ctx.out.ok();
+    Ok(())
+}
+
+fn config_rewrite(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    if ctx.shared.config.read().config_file.is_none() {
+        return Err(CmdError::err("The server is running without a config file"));
+    }
+    Err(CmdError::err(
+        "CONFIG REWRITE is not supported by emberkv-server",
+    ))
+}
+
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "keyspace",
+];
+
+pub(super) fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let mut wanted: Vec<&str> = Vec::new();
+    if args.len() == 1 {
+        wanted.extend(SECTIONS);
+    }
+    for a in args.from(1) {
+        if is(a, "all") || is(a, "everything") || is(a, "default") {
+            wanted.extend(SECTIONS);
+        } else if let Some(s) = SECTIONS.iter().find(|s| is(a, s)) {
+            wanted.push(s);
+        }
+    }
+    let text = info_text(ctx, &wanted)?;
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// Bytes as Redis's `*_human` fields print them.
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes}B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2}G", b / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+/// The process's resident memory, from /proc (0 where unavailable).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
+    let shared = ctx.shared;
+    let config = shared.config.read().clone();
+    let db = shared.store.db();
+    let stats = &shared.stats;
+    let mut t = String::new();
+    let mut seen = Vec::new();
+    for &section in sections {
+        if seen.contains(&section) {
+            continue;
+        }
+        seen.push(section);
+        if !t.is_empty() {
+            t.push_str("\r\n");
+        }
+        // Writing to a String cannot fail.
+        let w = &mut t;
+        match section {
+            "server" => {
+                let up = shared.started.elapsed().as_secs();
+                let now_us = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_micros();
+                let _ = write!(
+                    w,
+                    "# Server\r\nredis_version:{}\r\nemberkv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nexecutable:{}\r\nconfig_file:{}\r\n",
+                    crate::REDIS_VERSION,
+                    env!("CARGO_PKG_VERSION"),
+                    std::env::consts::OS,
+                    std::env::consts::ARCH,
+                    usize::BITS,
+                    std::process::id(),
+                    shared.run_id,
+                    shared.tcp_port,
+                    now_us,
+                    up,
+                    up / 86_400,
+                    shared.executable,
+                    config
+                        .config_file
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                );
+            }
+            "clients" => {
+                let _ = write!(
+                    w,
+                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n",
+                    shared.clients.len(),
+                    config.maxclients
+                );
+            }
+            "memory" => {
+                let s = db.stats()?;
+                let rss = rss_bytes();
+                let _ = write!(
+                    w,
+                    "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmaxmemory_enforced:no\r\nemberkv_index_bytes:{}\r\nemberkv_index_bytes_per_key:{:.2}\r\nemberkv_hot_bytes:{}\r\nemberkv_logical_bytes:{}\r\n",
+                    human(rss),
+                    human(rss),
+                    config.maxmemory,
+                    human(config.maxmemory),
+                    s.index_bytes,
+                    s.index_bytes_per_key,
+                    s.hot_bytes,
+                    s.logical_bytes,
+                );
+            }
+            "persistence" => {
+                let s = db.stats()?;
+                let _ = write!(
+                    w,
+                    "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\nemberkv_store:{}\r\nemberkv_appendfsync:{}\r\nemberkv_disk_bytes:{}\r\nemberkv_space_amplification:{:.2}\r\n",
+                    Stats::get(&stats.changes),
+                    shared.store.last_save(),
+                    u8::from(config.appendonly),
+                    shared.store.path().display(),
+                    config::param("appendfsync")
+                        .map(|p| p.get(&config))
+                        .unwrap_or_default(),
+                    s.disk_bytes,
+                    s.space_amplification,
+                );
+            }
+            "stats" => {
+                let _ = write!(
+                    w,
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:0\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n",
+                    Stats::get(&stats.connections),
+                    Stats::get(&stats.commands),
+                    Stats::get(&stats.ops_per_sec),
+                    Stats::get(&stats.net_in),
+                    Stats::get(&stats.net_out),
+                    Stats::get(&stats.rejected),
+                    Stats::get(&stats.hits),
+                    Stats::get(&stats.misses),
+                    Stats::get(&stats.errors),
+                );
+            }
+            "replication" => {
+                let _ = write!(
+                    w,
+                    "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:{}\r\nmaster_repl_offset:0\r\n",
+                    shared.run_id
+                );
+            }
+            _ => {
+                w.push_str("# Keyspace\r\n");
+                let keys = db.len();
+                if keys > 0 {
+                    // The engine does not count keys with an expiry.
+                    let _ = write!(w, "db0:keys={keys},expires=0,avg_ttl=0\r\n");
+                }
+            }
+        }
+    }
+    Ok(t)
+}

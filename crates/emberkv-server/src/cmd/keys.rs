@@ -1,0 +1,252 @@
+//! Keyspace commands: DEL, EXISTS, expiry, TYPE, DBSIZE, KEYS, SCAN,
+//! RANDOMKEY, FLUSHDB.
+
+use std::collections::HashSet;
+
+use emberkv::WriteBatch;
+
+use super::Ctx;
+use crate::error::{CmdError, CmdResult};
+use crate::num::parse_u64;
+use crate::parse::{Args, int, is, text};
+use crate::store::{now_ms, unix_ms};
+
+pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let store = &ctx.shared.store;
+    let removed = if args.len() == 2 {
+        let key = args.get(1);
+        let _lock = store.lock(key);
+        i64::from(store.db().remove(key)?)
+    } else {
+        // Several keys: one atomic batch, each key counted once.
+        let mut seen = HashSet::new();
+        let keys: Vec<&[u8]> = args.from(1).filter(|k| seen.insert(*k)).collect();
+        let _locks = store.lock_all(keys.iter().copied());
+        let mut batch = WriteBatch::new();
+        for key in &keys {
+            if store.db().contains_key(key)? {
+                batch.remove(key);
+            }
+        }
+        if !batch.is_empty() {
+            store.db().apply_batch(&batch)?;
+        }
+        batch.len() as i64
+    };
+    ctx.out.int(removed);
+    Ok(())
+}
+
+pub(super) fn exists(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let db = ctx.shared.store.db();
+    let mut n = 0;
+    for key in args.from(1) {
+        n += i64::from(db.contains_key(key)?);
+    }
+    ctx.out.int(n);
+    Ok(())
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT with NX / XX / GT / LT.
+fn expire_generic(
+    ctx: &mut Ctx<'_>,
+    args: &Args<'_>,
+    seconds: bool,
+    relative: bool,
+    cmd: &'static str,
+) -> CmdResult {
+    let key = args.get(1);
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in args.from(3) {
+        if is(opt, "NX") {
+            nx = true;
+        } else if is(opt, "XX") {
+            xx = true;
+        } else if is(opt, "GT") {
+            gt = true;
+        } else if is(opt, "LT") {
+            lt = true;
+        } else {
+            return Err(CmdError::err(format_args!(
+                "Unsupported option {}",
+                text(opt)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::err(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::err(
+            "GT and LT options at the same time are not compatible",
+        ));
+    }
+    let mut when = int(args.get(2))?;
+    if seconds {
+        when = when.checked_mul(1000).ok_or(CmdError::InvalidExpire(cmd))?;
+    }
+    if relative {
+        when = when
+            .checked_add(now_ms())
+            .ok_or(CmdError::InvalidExpire(cmd))?;
+    }
+    let store = &ctx.shared.store;
+    let _lock = store.lock(key);
+    let Some(current) = store.db().expiry(key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let current = current.map(unix_ms);
+    let refused = (nx && current.is_some())
+        || (xx && current.is_none())
+        || (gt && current.is_none_or(|c| when <= c))
+        || (lt && current.is_some_and(|c| when >= c));
+    if refused {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    let existed = store.expire_at(key, when)?;
+    ctx.out.int(i64::from(existed));
+    Ok(())
+}
+
+pub(super) fn expire(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expire_generic(ctx, args, true, true, "expire")
+}
+
+pub(super) fn pexpire(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expire_generic(ctx, args, false, true, "pexpire")
+}
+
+pub(super) fn expireat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expire_generic(ctx, args, true, false, "expireat")
+}
+
+pub(super) fn pexpireat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expire_generic(ctx, args, false, false, "pexpireat")
+}
+
+/// TTL and PTTL: -2 absent, -1 no expiry, else the time left (seconds
+/// rounded to nearest, as Redis does).
+fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
+    let reply = match ctx.shared.store.db().expiry(args.get(1))? {
+        None => -2,
+        Some(None) => -1,
+        Some(Some(at)) => {
+            let left = (unix_ms(at) - now_ms()).max(0);
+            if ms { left } else { (left + 500) / 1000 }
+        }
+    };
+    ctx.out.int(reply);
+    Ok(())
+}
+
+pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    ttl_generic(ctx, args, false)
+}
+
+pub(super) fn pttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    ttl_generic(ctx, args, true)
+}
+
+pub(super) fn persist(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let key = args.get(1);
+    let store = &ctx.shared.store;
+    let _lock = store.lock(key);
+    let had = store.db().persist(key)?;
+    ctx.out.int(i64::from(had));
+    Ok(())
+}
+
+pub(super) fn type_(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let found = ctx.shared.store.db().contains_key(args.get(1))?;
+    ctx.out.simple(if found { "string" } else { "none" });
+    Ok(())
+}
+
+pub(super) fn dbsize(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    ctx.out.int(ctx.shared.store.db().len() as i64);
+    Ok(())
+}
+
+pub(super) fn keys(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let keys = ctx.shared.store.keys_matching(args.get(1))?;
+    ctx.out.bulks(keys.iter().map(Vec::as_slice));
+    Ok(())
+}
+
+pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let cursor = parse_u64(args.get(1)).ok_or(CmdError::InvalidCursor)?;
+    let mut count = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut strings = true;
+    let mut i = 2;
+    while i < args.len() {
+        let (opt, value) = (args.get(i), args.opt(i + 1));
+        match value {
+            Some(v) if is(opt, "COUNT") => {
+                count = int(v)?;
+                if count < 1 {
+                    return Err(CmdError::Syntax);
+                }
+            }
+            Some(v) if is(opt, "MATCH") => pattern = (v != b"*").then_some(v),
+            // Every key is a string: TYPE string keeps them all, any other
+            // type none.
+            Some(v) if is(opt, "TYPE") => strings = is(v, "string"),
+            _ => return Err(CmdError::Syntax),
+        }
+        i += 2;
+    }
+    // The engine's COUNT is index slots visited, and its index is presized
+    // (65,536 slots by default), so a small store would answer page after
+    // empty page. Step on until COUNT keys are found, the scan ends, or a
+    // bounded number of slots has been visited.
+    let count = count.min(1 << 20) as usize;
+    let budget = count.saturating_mul(64).max(16_384);
+    let (mut keys, mut next, mut visited) = (Vec::new(), cursor, 0);
+    loop {
+        let (found, after) = ctx.shared.store.db().scan(next, count)?;
+        keys.extend(found);
+        next = after;
+        visited += count;
+        if keys.len() >= count || next == 0 || visited >= budget {
+            break;
+        }
+    }
+    let keep = |k: &Vec<u8>| strings && pattern.is_none_or(|p| crate::glob::matches(p, k));
+    let kept: Vec<&[u8]> = keys.iter().filter(|k| keep(k)).map(Vec::as_slice).collect();
+    ctx.out.array(2);
+    ctx.out.bulk_int(next);
+    ctx.out.bulks(kept.into_iter());
+    Ok(())
+}
+
+pub(super) fn randomkey(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    match ctx.shared.store.random_key()? {
+        Some(key) => ctx.out.bulk(&key),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn flush(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    match args.opt(1) {
+        None => {}
+        Some(mode) if args.len() == 2 && (is(mode, "ASYNC") || is(mode, "SYNC")) => {}
+        Some(_) => return Err(CmdError::Syntax),
+    }
+    ctx.shared.store.flush()?;
+    ctx.out.ok();
+    Ok(())
+}
+
+pub(super) fn flushdb(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    flush(ctx, args)
+}
+
+pub(super) fn flushall(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    flush(ctx, args)
+}

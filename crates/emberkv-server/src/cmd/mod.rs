@@ -1,0 +1,806 @@
+//! The command table and dispatch. Each command is a function that reads
+//! its arguments, runs against the store, and writes its reply; the files
+//! of this module group them as Redis's documentation does.
+//!
+//! Dispatch follows Redis's order: unknown command, then arity, then
+//! authentication, then the command itself, which validates its options
+//! before it touches the store.
+
+use crate::connection::Session;
+use crate::error::{CmdError, CmdResult};
+use crate::parse::{Args, is, text};
+use crate::reply::Reply;
+use crate::server::Shared;
+
+mod admin;
+mod client;
+mod command;
+mod conn;
+mod keys;
+mod string;
+
+/// What a command runs with.
+pub struct Ctx<'a> {
+    /// Server-wide state.
+    pub shared: &'a Shared,
+    /// The client's state.
+    pub session: &'a mut Session,
+    /// Where the reply goes.
+    pub out: &'a mut Reply,
+}
+
+impl Ctx<'_> {
+    fn fail(&mut self, e: &CmdError) {
+        self.session.local.errors += 1;
+        self.out.error(&e.to_string());
+    }
+}
+
+/// A command's implementation.
+pub type Handler = fn(&mut Ctx<'_>, &Args<'_>) -> CmdResult;
+
+/// Command flags, as COMMAND INFO reports them.
+pub mod flag {
+    /// Writes the keyspace.
+    pub const WRITE: u16 = 1;
+    /// Only reads.
+    pub const READONLY: u16 = 1 << 1;
+    /// May grow memory.
+    pub const DENYOOM: u16 = 1 << 2;
+    /// Administrative.
+    pub const ADMIN: u16 = 1 << 3;
+    /// Not for scripts.
+    pub const NOSCRIPT: u16 = 1 << 4;
+    /// Allowed while loading.
+    pub const LOADING: u16 = 1 << 5;
+    /// Allowed on a stale replica.
+    pub const STALE: u16 = 1 << 6;
+    /// O(1) or O(log n).
+    pub const FAST: u16 = 1 << 7;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u16 = 1 << 8;
+
+    /// The names of the flags set in `f`, in Redis's order.
+    pub fn names(f: u16) -> Vec<&'static str> {
+        [
+            (WRITE, "write"),
+            (READONLY, "readonly"),
+            (DENYOOM, "denyoom"),
+            (ADMIN, "admin"),
+            (NOSCRIPT, "noscript"),
+            (LOADING, "loading"),
+            (STALE, "stale"),
+            (FAST, "fast"),
+            (NO_AUTH, "no_auth"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| f & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
+    }
+}
+
+use flag::*;
+
+/// One command: what COMMAND reports, and its handler.
+pub struct Spec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis arity: `n` exactly `n` arguments (name included), `-n` at
+    /// least `n`.
+    pub arity: i32,
+    /// [`flag`] bits.
+    pub flags: u16,
+    /// First key, last key (negative: from the end), step.
+    pub keys: (i32, i32, i32),
+    /// Documentation group.
+    pub group: &'static str,
+    /// Redis version that introduced it.
+    pub since: &'static str,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// The implementation.
+    pub run: Handler,
+}
+
+// One row of the table: its columns are its arguments.
+#[allow(clippy::too_many_arguments)]
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u16,
+    keys: (i32, i32, i32),
+    group: &'static str,
+    since: &'static str,
+    summary: &'static str,
+    run: Handler,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        flags,
+        keys,
+        group,
+        since,
+        summary,
+        run,
+    }
+}
+
+const NONE: (i32, i32, i32) = (0, 0, 0);
+const ONE: (i32, i32, i32) = (1, 1, 1);
+const ALL: (i32, i32, i32) = (1, -1, 1);
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
+
+/// Every command, sorted by name (for binary search).
+pub static COMMANDS: &[Spec] = &[
+    spec(
+        "append",
+        3,
+        WRITE | DENYOOM,
+        ONE,
+        "string",
+        "2.0.0",
+        "Appends a string to the value of a key. Creates the key if it doesn't exist.",
+        string::append,
+    ),
+    spec(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NONE,
+        "connection",
+        "1.0.0",
+        "Authenticates the connection.",
+        conn::auth,
+    ),
+    spec(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT,
+        NONE,
+        "server",
+        "1.0.0",
+        "Makes every acknowledged write durable (emberkv has no AOF to rewrite).",
+        admin::bgrewriteaof,
+    ),
+    spec(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT,
+        NONE,
+        "server",
+        "1.0.0",
+        "Makes every acknowledged write durable (emberkv has no snapshot to fork).",
+        admin::bgsave,
+    ),
+    spec(
+        "client",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        NONE,
+        "connection",
+        "2.4.0",
+        "A container for client connection commands.",
+        client::client,
+    ),
+    spec(
+        "command",
+        -1,
+        LOADING | STALE,
+        NONE,
+        "server",
+        "2.8.13",
+        "Returns detailed information about all commands.",
+        command::command,
+    ),
+    spec(
+        "config",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        NONE,
+        "server",
+        "2.0.0",
+        "A container for server configuration commands.",
+        admin::config,
+    ),
+    spec(
+        "dbsize",
+        1,
+        READONLY | FAST,
+        NONE,
+        "server",
+        "1.0.0",
+        "Returns the number of keys in the database.",
+        keys::dbsize,
+    ),
+    spec(
+        "decr",
+        2,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
+        string::decr,
+    ),
+    spec(
+        "decrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.",
+        string::decrby,
+    ),
+    spec(
+        "del",
+        -2,
+        WRITE,
+        ALL,
+        "generic",
+        "1.0.0",
+        "Deletes one or more keys.",
+        keys::del,
+    ),
+    spec(
+        "echo",
+        2,
+        FAST,
+        NONE,
+        "connection",
+        "1.0.0",
+        "Returns the given string.",
+        conn::echo,
+    ),
+    spec(
+        "exists",
+        -2,
+        READONLY | FAST,
+        ALL,
+        "generic",
+        "1.0.0",
+        "Determines whether one or more keys exist.",
+        keys::exists,
+    ),
+    spec(
+        "expire",
+        -3,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "1.0.0",
+        "Sets the expiration time of a key in seconds.",
+        keys::expire,
+    ),
+    spec(
+        "expireat",
+        -3,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "1.2.0",
+        "Sets the expiration time of a key to a Unix timestamp.",
+        keys::expireat,
+    ),
+    spec(
+        "flushall",
+        -1,
+        WRITE,
+        NONE,
+        "server",
+        "1.0.0",
+        "Removes all keys from all databases.",
+        keys::flushall,
+    ),
+    spec(
+        "flushdb",
+        -1,
+        WRITE,
+        NONE,
+        "server",
+        "1.0.0",
+        "Remove all keys from the current database.",
+        keys::flushdb,
+    ),
+    spec(
+        "get",
+        2,
+        READONLY | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Returns the string value of a key.",
+        string::get,
+    ),
+    spec(
+        "getdel",
+        2,
+        WRITE | FAST,
+        ONE,
+        "string",
+        "6.2.0",
+        "Returns the string value of a key after deleting the key.",
+        string::getdel,
+    ),
+    spec(
+        "getex",
+        -2,
+        WRITE | FAST,
+        ONE,
+        "string",
+        "6.2.0",
+        "Returns the string value of a key after setting its expiration time.",
+        string::getex,
+    ),
+    spec(
+        "getrange",
+        4,
+        READONLY,
+        ONE,
+        "string",
+        "2.4.0",
+        "Returns a substring of the string stored at a key.",
+        string::getrange,
+    ),
+    spec(
+        "getset",
+        3,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Returns the previous string value of a key after setting it to a new value.",
+        string::getset,
+    ),
+    spec(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NONE,
+        "connection",
+        "6.0.0",
+        "Handshakes with the Redis server.",
+        conn::hello,
+    ),
+    spec(
+        "incr",
+        2,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
+        string::incr,
+    ),
+    spec(
+        "incrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
+        string::incrby,
+    ),
+    spec(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "2.6.0",
+        "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
+        string::incrbyfloat,
+    ),
+    spec(
+        "info",
+        -1,
+        LOADING | STALE,
+        NONE,
+        "server",
+        "1.0.0",
+        "Returns information and statistics about the server.",
+        admin::info,
+    ),
+    spec(
+        "keys",
+        2,
+        READONLY,
+        NONE,
+        "generic",
+        "1.0.0",
+        "Returns all key names that match a pattern.",
+        keys::keys,
+    ),
+    spec(
+        "lastsave",
+        1,
+        LOADING | STALE | FAST,
+        NONE,
+        "server",
+        "1.0.0",
+        "Returns the Unix timestamp of the last successful save to disk.",
+        admin::lastsave,
+    ),
+    spec(
+        "mget",
+        -2,
+        READONLY | FAST,
+        ALL,
+        "string",
+        "1.0.0",
+        "Atomically returns the string values of one or more keys.",
+        string::mget,
+    ),
+    spec(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        PAIRS,
+        "string",
+        "1.0.1",
+        "Atomically creates or modifies the string values of one or more keys.",
+        string::mset,
+    ),
+    spec(
+        "msetnx",
+        -3,
+        WRITE | DENYOOM,
+        PAIRS,
+        "string",
+        "1.0.1",
+        "Atomically modifies the string values of one or more keys only when all keys don't exist.",
+        string::msetnx,
+    ),
+    spec(
+        "persist",
+        2,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "2.2.0",
+        "Removes the expiration time of a key.",
+        keys::persist,
+    ),
+    spec(
+        "pexpire",
+        -3,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "2.6.0",
+        "Sets the expiration time of a key in milliseconds.",
+        keys::pexpire,
+    ),
+    spec(
+        "pexpireat",
+        -3,
+        WRITE | FAST,
+        ONE,
+        "generic",
+        "2.6.0",
+        "Sets the expiration time of a key to a Unix milliseconds timestamp.",
+        keys::pexpireat,
+    ),
+    spec(
+        "ping",
+        -1,
+        FAST,
+        NONE,
+        "connection",
+        "1.0.0",
+        "Returns the server's liveliness response.",
+        conn::ping,
+    ),
+    spec(
+        "psetex",
+        4,
+        WRITE | DENYOOM,
+        ONE,
+        "string",
+        "2.6.0",
+        "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.",
+        string::psetex,
+    ),
+    spec(
+        "pttl",
+        2,
+        READONLY | FAST,
+        ONE,
+        "generic",
+        "2.6.0",
+        "Returns the expiration time in milliseconds of a key.",
+        keys::pttl,
+    ),
+    spec(
+        "quit",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NONE,
+        "connection",
+        "1.0.0",
+        "Closes the connection.",
+        conn::quit,
+    ),
+    spec(
+        "randomkey",
+        1,
+        READONLY,
+        NONE,
+        "generic",
+        "1.0.0",
+        "Returns a random key name from the database.",
+        keys::randomkey,
+    ),
+    spec(
+        "save",
+        1,
+        ADMIN | NOSCRIPT,
+        NONE,
+        "server",
+        "1.0.0",
+        "Synchronously makes every acknowledged write durable.",
+        admin::save,
+    ),
+    spec(
+        "scan",
+        -2,
+        READONLY,
+        NONE,
+        "generic",
+        "2.8.0",
+        "Iterates over the key names in the database.",
+        keys::scan,
+    ),
+    spec(
+        "select",
+        2,
+        LOADING | STALE | FAST,
+        NONE,
+        "connection",
+        "1.0.0",
+        "Changes the selected database (only database 0 exists).",
+        conn::select,
+    ),
+    spec(
+        "set",
+        -3,
+        WRITE | DENYOOM,
+        ONE,
+        "string",
+        "1.0.0",
+        "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
+        string::set,
+    ),
+    spec(
+        "setex",
+        4,
+        WRITE | DENYOOM,
+        ONE,
+        "string",
+        "2.0.0",
+        "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.",
+        string::setex,
+    ),
+    spec(
+        "setnx",
+        3,
+        WRITE | DENYOOM | FAST,
+        ONE,
+        "string",
+        "1.0.0",
+        "Set the string value of a key only when the key doesn't exist.",
+        string::setnx,
+    ),
+    spec(
+        "setrange",
+        4,
+        WRITE | DENYOOM,
+        ONE,
+        "string",
+        "2.2.0",
+        "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.",
+        string::setrange,
+    ),
+    spec(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        NONE,
+        "server",
+        "1.0.0",
+        "Closes the store cleanly and shuts down the server.",
+        admin::shutdown,
+    ),
+    spec(
+        "strlen",
+        2,
+        READONLY | FAST,
+        ONE,
+        "string",
+        "2.2.0",
+        "Returns the length of a string value.",
+        string::strlen,
+    ),
+    spec(
+        "substr",
+        4,
+        READONLY,
+        ONE,
+        "string",
+        "1.0.0",
+        "Returns a substring from a string value.",
+        string::getrange,
+    ),
+    spec(
+        "time",
+        1,
+        LOADING | STALE | FAST,
+        NONE,
+        "server",
+        "2.6.0",
+        "Returns the server time.",
+        admin::time,
+    ),
+    spec(
+        "ttl",
+        2,
+        READONLY | FAST,
+        ONE,
+        "generic",
+        "1.0.0",
+        "Returns the expiration time in seconds of a key.",
+        keys::ttl,
+    ),
+    spec(
+        "type",
+        2,
+        READONLY | FAST,
+        ONE,
+        "generic",
+        "1.0.0",
+        "Determines the type of value stored at a key.",
+        keys::type_,
+    ),
+    spec(
+        "unlink",
+        -2,
+        WRITE | FAST,
+        ALL,
+        "generic",
+        "4.0.0",
+        "Asynchronously deletes one or more keys.",
+        keys::del,
+    ),
+];
+
+/// The command named `name` (any case) and its index in [`COMMANDS`].
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    let mut buf = [0u8; 16];
+    if name.len() > buf.len() {
+        return None;
+    }
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let i = COMMANDS
+        .binary_search_by(|s| s.name.as_bytes().cmp(lower))
+        .ok()?;
+    Some((i, &COMMANDS[i]))
+}
+
+fn arity_ok(arity: i32, argc: usize) -> bool {
+    if arity >= 0 {
+        argc == arity as usize
+    } else {
+        argc >= arity.unsigned_abs() as usize
+    }
+}
+
+/// Runs one command and writes its reply.
+pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
+    let name = args.get(0);
+    let Some((i, spec)) = lookup(name) else {
+        ctx.fail(&CmdError::unknown_command(name, args.from(1)));
+        return;
+    };
+    if !arity_ok(spec.arity, args.len()) {
+        ctx.fail(&CmdError::WrongArity(spec.name.to_string()));
+        return;
+    }
+    if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
+        ctx.fail(&CmdError::NoAuth);
+        return;
+    }
+    ctx.session
+        .handle
+        .last_cmd
+        .store(i + 1, std::sync::atomic::Ordering::Relaxed);
+    ctx.session.local.commands += 1;
+    match (spec.run)(ctx, args) {
+        Ok(()) => {
+            if spec.flags & WRITE != 0 {
+                ctx.session.dirty = true;
+                ctx.session.local.changes += 1;
+            }
+        }
+        Err(e) => ctx.fail(&e),
+    }
+}
+
+/// A subcommand of a container command (CLIENT, CONFIG, COMMAND).
+pub struct Sub {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Arity, counting the container and the subcommand.
+    pub arity: i32,
+    /// The implementation.
+    pub run: Handler,
+}
+
+/// Runs the subcommand named by argument 1.
+fn dispatch_sub(
+    ctx: &mut Ctx<'_>,
+    args: &Args<'_>,
+    container: &'static str,
+    subs: &[Sub],
+) -> CmdResult {
+    let name = args.get(1);
+    let Some(sub) = subs.iter().find(|s| is(name, s.name)) else {
+        return Err(CmdError::UnknownSubcommand {
+            sub: text(&name[..name.len().min(128)]),
+            container,
+        });
+    };
+    if !arity_ok(sub.arity, args.len()) {
+        return Err(CmdError::WrongArity(format!(
+            "{}|{}",
+            container.to_ascii_lowercase(),
+            sub.name
+        )));
+    }
+    (sub.run)(ctx, args)
+}
+
+/// Writes a HELP reply: one simple string per line.
+fn help(ctx: &mut Ctx<'_>, lines: &[&str]) {
+    ctx.out.array(lines.len());
+    for line in lines {
+        ctx.out.simple(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_sorted_and_lookup_ignores_case() {
+        for w in COMMANDS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        assert_eq!(lookup(b"GET").map(|(_, s)| s.name), Some("get"));
+        assert_eq!(
+            lookup(b"IncrByFloat").map(|(_, s)| s.name),
+            Some("incrbyfloat")
+        );
+        assert!(lookup(b"nope").is_none());
+        assert!(lookup(&[b'a'; 40]).is_none());
+    }
+
+    #[test]
+    fn arity_rules() {
+        assert!(arity_ok(2, 2));
+        assert!(!arity_ok(2, 3));
+        assert!(arity_ok(-2, 2));
+        assert!(arity_ok(-2, 5));
+        assert!(!arity_ok(-3, 2));
+    }
+
+    #[test]
+    fn flag_names() {
+        assert_eq!(flag::names(WRITE | FAST), vec!["write", "fast"]);
+    }
+}

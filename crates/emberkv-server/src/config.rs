@@ -1,0 +1,783 @@
+//! Settings: redis-server's flags and config-file directives, and the
+//! table CONFIG GET / CONFIG SET read and write.
+//!
+//! The command line is `emberkv-server [config-file] [--name value ...]`,
+//! as redis-server spells it: the file is read first, then each `--name`
+//! flag with the words after it (up to the next `--`) is applied like a
+//! line of the file, so a flag overrides the file. An unknown directive or
+//! a bad value is one line on stderr and exit code 1.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::log::Level;
+
+/// When the server makes acknowledged writes durable (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    /// `always`: a reply that acknowledges a write leaves only after an
+    /// fdatasync covering it (one shared by every connection waiting).
+    Always,
+    /// `everysec`: the engine's background flush (every 100 ms, stricter
+    /// than a second).
+    EverySec,
+    /// `no`: the same background flush (the engine has no looser mode).
+    No,
+}
+
+impl Fsync {
+    fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+}
+
+/// Every setting of the server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The config file given as the first argument, if any.
+    pub config_file: Option<PathBuf>,
+    /// TCP port; 0 disables TCP.
+    pub port: u16,
+    /// Addresses to listen on; a leading `-` marks one whose bind may fail.
+    pub bind: Vec<String>,
+    /// Unix socket path, if any.
+    pub unixsocket: Option<PathBuf>,
+    /// Permissions of the unix socket (octal on the command line).
+    pub unixsocketperm: Option<u32>,
+    /// Directory holding the store.
+    pub dir: PathBuf,
+    /// Name of the store's directory inside `dir`.
+    pub dbfilename: String,
+    /// Reported only: the store always persists every write.
+    pub appendonly: bool,
+    /// Durability of acknowledged writes.
+    pub appendfsync: Fsync,
+    /// Reported only: the engine has no eviction yet.
+    pub maxmemory: u64,
+    /// Largest number of connected clients.
+    pub maxclients: usize,
+    /// Seconds after which an idle client is closed; 0 never.
+    pub timeout: u64,
+    /// The default user's password; `None` means no password.
+    pub requirepass: Option<String>,
+    /// Refuse non-loopback clients while no password is set.
+    pub protected_mode: bool,
+    /// Least severe log level written.
+    pub loglevel: Level,
+    /// Log file; empty for standard output.
+    pub logfile: String,
+    /// Worker threads of the runtime; 0 for one per available CPU.
+    pub io_threads: usize,
+    /// Largest bulk string a client may send, in bytes.
+    pub proto_max_bulk_len: u64,
+    /// Largest query buffer of one client, in bytes.
+    pub client_query_buffer_limit: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            config_file: None,
+            port: 6379,
+            bind: vec!["127.0.0.1".into()],
+            unixsocket: None,
+            unixsocketperm: None,
+            dir: PathBuf::from("."),
+            dbfilename: DEFAULT_DBFILENAME.into(),
+            appendonly: false,
+            appendfsync: Fsync::EverySec,
+            maxmemory: 0,
+            maxclients: 10_000,
+            timeout: 0,
+            requirepass: None,
+            protected_mode: true,
+            loglevel: Level::Notice,
+            logfile: String::new(),
+            io_threads: 0,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Default name of the store's directory inside `--dir`.
+pub const DEFAULT_DBFILENAME: &str = "dump.emberkv";
+
+/// A bad flag, directive or value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Action {
+    /// Serve with this configuration.
+    Run(Box<Config>),
+    /// Print the help text.
+    Help,
+    /// Print the version.
+    Version,
+}
+
+type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+type Getter = fn(&Config) -> String;
+
+/// One setting: its directive name, whether CONFIG SET may change it at
+/// run time, and how to parse and print it.
+pub struct Param {
+    /// Directive and flag name (`--name`).
+    pub name: &'static str,
+    /// Whether CONFIG SET may change it.
+    pub mutable: bool,
+    set: Setter,
+    get: Getter,
+}
+
+fn one(args: &[String]) -> Result<&str, String> {
+    match args {
+        [v] => Ok(v),
+        _ => Err(format!("expected one value, got {}", args.len())),
+    }
+}
+
+fn yes_no(args: &[String]) -> Result<bool, String> {
+    match one(args)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        v => Err(format!("'{v}': expected yes or no")),
+    }
+}
+
+fn number<T: std::str::FromStr>(args: &[String], what: &str) -> Result<T, String> {
+    let v = one(args)?;
+    v.parse().map_err(|_| format!("'{v}': expected {what}"))
+}
+
+/// Parses a memory size as redis-server does: bytes, or a number with
+/// `k`/`m`/`g` (powers of 1000) or `kb`/`mb`/`gb` (powers of 1024), any
+/// case.
+pub fn parse_memory(v: &str) -> Option<u64> {
+    let lower = v.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+fn memory(args: &[String]) -> Result<u64, String> {
+    let v = one(args)?;
+    parse_memory(v).ok_or_else(|| format!("'{v}': expected a size such as 100mb or 1gb"))
+}
+
+/// Every setting, in the order CONFIG GET lists them.
+pub static PARAMS: &[Param] = &[
+    Param {
+        name: "port",
+        mutable: false,
+        set: |c, a| {
+            c.port = number(a, "a port number 0..=65535")?;
+            Ok(())
+        },
+        get: |c| c.port.to_string(),
+    },
+    Param {
+        name: "bind",
+        mutable: false,
+        set: |c, a| {
+            let words: Vec<String> = a
+                .iter()
+                .flat_map(|s| s.split_whitespace())
+                .map(str::to_string)
+                .collect();
+            if words.is_empty() {
+                return Err("expected at least one address".into());
+            }
+            for w in &words {
+                let addr = w.strip_prefix('-').unwrap_or(w);
+                if !matches!(addr, "*" | "::*") && addr.parse::<std::net::IpAddr>().is_err() {
+                    return Err(format!("'{w}' is not an IP address"));
+                }
+            }
+            c.bind = words;
+            Ok(())
+        },
+        get: |c| c.bind.join(" "),
+    },
+    Param {
+        name: "unixsocket",
+        mutable: false,
+        set: |c, a| {
+            let v = one(a)?;
+            c.unixsocket = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        },
+        get: |c| path_text(c.unixsocket.as_deref()),
+    },
+    Param {
+        name: "unixsocketperm",
+        mutable: false,
+        set: |c, a| {
+            let v = one(a)?;
+            let mode = u32::from_str_radix(v, 8)
+                .ok()
+                .filter(|&m| m <= 0o777)
+                .ok_or_else(|| format!("'{v}': expected octal permissions such as 700"))?;
+            c.unixsocketperm = (mode != 0).then_some(mode);
+            Ok(())
+        },
+        get: |c| format!("{:o}", c.unixsocketperm.unwrap_or(0)),
+    },
+    Param {
+        name: "dir",
+        mutable: false,
+        set: |c, a| {
+            let v = one(a)?;
+            if v.is_empty() {
+                return Err("expected a directory".into());
+            }
+            c.dir = PathBuf::from(v);
+            Ok(())
+        },
+        get: |c| path_text(Some(&c.dir)),
+    },
+    Param {
+        name: "dbfilename",
+        mutable: false,
+        set: |c, a| {
+            let v = one(a)?;
+            if v.is_empty() || v.contains('/') {
+                return Err(format!("'{v}': expected a file name without '/'"));
+            }
+            c.dbfilename = v.to_string();
+            Ok(())
+        },
+        get: |c| c.dbfilename.clone(),
+    },
+    Param {
+        name: "appendonly",
+        mutable: true,
+        set: |c, a| {
+            c.appendonly = yes_no(a)?;
+            Ok(())
+        },
+        get: |c| yes(c.appendonly),
+    },
+    Param {
+        name: "appendfsync",
+        mutable: true,
+        set: |c, a| {
+            c.appendfsync = match one(a)?.to_ascii_lowercase().as_str() {
+                "always" => Fsync::Always,
+                "everysec" => Fsync::EverySec,
+                "no" => Fsync::No,
+                v => return Err(format!("'{v}': expected always, everysec or no")),
+            };
+            Ok(())
+        },
+        get: |c| c.appendfsync.name().to_string(),
+    },
+    Param {
+        name: "maxmemory",
+        mutable: true,
+        set: |c, a| {
+            c.maxmemory = memory(a)?;
+            Ok(())
+        },
+        get: |c| c.maxmemory.to_string(),
+    },
+    Param {
+        name: "maxmemory-policy",
+        mutable: true,
+        set: |_, a| match one(a)?.to_ascii_lowercase().as_str() {
+            "noeviction" => Ok(()),
+            v => Err(format!("'{v}': only noeviction is supported")),
+        },
+        get: |_| "noeviction".into(),
+    },
+    Param {
+        name: "maxclients",
+        mutable: true,
+        set: |c, a| {
+            let n: usize = number(a, "a number of clients")?;
+            if n == 0 {
+                return Err("maxclients must be at least 1".into());
+            }
+            c.maxclients = n;
+            Ok(())
+        },
+        get: |c| c.maxclients.to_string(),
+    },
+    Param {
+        name: "timeout",
+        mutable: true,
+        set: |c, a| {
+            c.timeout = number(a, "a number of seconds")?;
+            Ok(())
+        },
+        get: |c| c.timeout.to_string(),
+    },
+    Param {
+        name: "requirepass",
+        mutable: true,
+        set: |c, a| {
+            let v = one(a)?;
+            c.requirepass = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        get: |c| c.requirepass.clone().unwrap_or_default(),
+    },
+    Param {
+        name: "protected-mode",
+        mutable: true,
+        set: |c, a| {
+            c.protected_mode = yes_no(a)?;
+            Ok(())
+        },
+        get: |c| yes(c.protected_mode),
+    },
+    Param {
+        name: "loglevel",
+        mutable: true,
+        set: |c, a| {
+            let v = one(a)?;
+            c.loglevel = Level::parse(v).ok_or_else(|| {
+                format!("'{v}': expected debug, verbose, notice, warning or nothing")
+            })?;
+            Ok(())
+        },
+        get: |c| c.loglevel.name().to_string(),
+    },
+    Param {
+        name: "logfile",
+        mutable: false,
+        set: |c, a| {
+            c.logfile = one(a)?.to_string();
+            Ok(())
+        },
+        get: |c| c.logfile.clone(),
+    },
+    Param {
+        name: "daemonize",
+        mutable: false,
+        set: |_, a| {
+            if yes_no(a)? {
+                return Err("daemonize yes is not supported: run it under a supervisor".into());
+            }
+            Ok(())
+        },
+        get: |_| "no".into(),
+    },
+    Param {
+        name: "databases",
+        mutable: false,
+        set: |_, a| match one(a)? {
+            "1" => Ok(()),
+            v => Err(format!("'{v}': emberkv-server serves one database (1)")),
+        },
+        get: |_| "1".into(),
+    },
+    Param {
+        name: "save",
+        mutable: true,
+        // Accepted for compatibility and ignored: the store persists every
+        // write continuously, there are no snapshots to schedule.
+        set: |_, _| Ok(()),
+        get: |_| String::new(),
+    },
+    Param {
+        name: "io-threads",
+        mutable: false,
+        set: |c, a| {
+            c.io_threads = number(a, "a number of threads")?;
+            Ok(())
+        },
+        get: |c| c.io_threads.to_string(),
+    },
+    Param {
+        name: "proto-max-bulk-len",
+        mutable: true,
+        set: |c, a| {
+            let n = memory(a)?;
+            if n < 1024 * 1024 {
+                return Err("proto-max-bulk-len must be at least 1mb".into());
+            }
+            c.proto_max_bulk_len = n;
+            Ok(())
+        },
+        get: |c| c.proto_max_bulk_len.to_string(),
+    },
+    Param {
+        name: "client-query-buffer-limit",
+        mutable: true,
+        set: |c, a| {
+            let n = memory(a)?;
+            if n < 1024 * 1024 {
+                return Err("client-query-buffer-limit must be at least 1mb".into());
+            }
+            c.client_query_buffer_limit = n;
+            Ok(())
+        },
+        get: |c| c.client_query_buffer_limit.to_string(),
+    },
+];
+
+fn yes(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn path_text(p: Option<&Path>) -> String {
+    p.map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The setting named `name` (case-insensitive).
+pub fn param(name: &str) -> Option<&'static Param> {
+    PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+impl Param {
+    /// The setting's value as CONFIG GET prints it.
+    pub fn get(&self, config: &Config) -> String {
+        (self.get)(config)
+    }
+
+    /// Sets the value from its words.
+    ///
+    /// # Errors
+    /// A message saying what value was expected.
+    pub fn set(&self, config: &mut Config, args: &[String]) -> Result<(), String> {
+        (self.set)(config, args)
+    }
+}
+
+impl Config {
+    /// Applies one directive (a config-file line or a flag).
+    ///
+    /// # Errors
+    /// For an unknown directive or a bad value.
+    pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        let p = param(name).ok_or_else(|| format!("unknown option '{name}'"))?;
+        p.set(self, args).map_err(|e| format!("{}: {e}", p.name))
+    }
+
+    /// Checks the settings together.
+    ///
+    /// # Errors
+    /// When the server would have nothing to listen on.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.port == 0 && self.unixsocket.is_none() {
+            return Err("configured to not listen anywhere (--port 0 and no --unixsocket)".into());
+        }
+        Ok(())
+    }
+
+    /// The directory holding the store: `<dir>/<dbfilename>`.
+    pub fn store_path(&self) -> PathBuf {
+        self.dir.join(&self.dbfilename)
+    }
+
+    /// Reads a config file's directives into `self`.
+    ///
+    /// # Errors
+    /// An unreadable file, an unknown directive or a bad value, with the
+    /// file name and line number.
+    pub fn load_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = |msg: String| ConfigError(format!("{}:{}: {msg}", path.display(), i + 1));
+            let words = crate::request::split_args(line.as_bytes())
+                .ok_or_else(|| at("unbalanced quotes".into()))?;
+            let mut words = words
+                .into_iter()
+                .map(|w| String::from_utf8(w).map_err(|_| at("not UTF-8".into())));
+            let name = words.next().expect("a non-blank line has a word")?;
+            let args: Vec<String> = words.collect::<Result<_, _>>()?;
+            self.apply(&name, &args).map_err(at)?;
+        }
+        self.config_file = Some(path.to_path_buf());
+        Ok(())
+    }
+}
+
+/// Parses the command line (without the program name).
+///
+/// # Errors
+/// One line naming the bad flag or value.
+pub fn from_args(args: Vec<OsString>) -> Result<Action, ConfigError> {
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| ConfigError(format!("argument {a:?} is not UTF-8")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut config = Config::default();
+    let mut rest = &args[..];
+    match rest.first().map(String::as_str) {
+        Some("--help" | "-h") => return Ok(Action::Help),
+        Some("--version" | "-v") => return Ok(Action::Version),
+        Some(first) if !first.starts_with("--") => {
+            config.load_file(Path::new(first))?;
+            rest = &rest[1..];
+        }
+        _ => {}
+    }
+    while let Some((flag, tail)) = rest.split_first() {
+        let Some(name) = flag.strip_prefix("--") else {
+            return Err(ConfigError(format!(
+                "unexpected argument '{flag}' (flags are spelled --name value; see --help)"
+            )));
+        };
+        match name {
+            "help" => return Ok(Action::Help),
+            "version" => return Ok(Action::Version),
+            _ => {}
+        }
+        let n = tail
+            .iter()
+            .position(|a| a.starts_with("--"))
+            .unwrap_or(tail.len());
+        let mut values = tail[..n].to_vec();
+        if values.is_empty() {
+            values.push(String::new());
+        }
+        config
+            .apply(name, &values)
+            .map_err(|e| ConfigError(format!("--{e}")))?;
+        rest = &tail[n..];
+    }
+    config.validate().map_err(ConfigError)?;
+    Ok(Action::Run(Box::new(config)))
+}
+
+/// The `--help` text.
+pub fn help() -> String {
+    format!(
+        "\
+emberkv-server {version}: a Redis-protocol (RESP2 and RESP3) server over one emberkv store
+
+Usage: emberkv-server [/path/to/config.conf] [--option value ...]
+       emberkv-server --version | --help
+
+The config file holds the same options as directives, one per line
+(`port 6380`); flags given after it override it.
+
+Options (redis-server's names):
+  --port <n>                TCP port (default 6379; 0 disables TCP)
+  --bind <addr> [addr ...]  addresses to listen on (default 127.0.0.1; a leading
+                            '-' lets that bind fail; '*' is every IPv4 address)
+  --unixsocket <path>       also listen on this unix socket
+  --unixsocketperm <octal>  permissions of the unix socket (e.g. 700)
+  --dir <path>              directory holding the store (default .)
+  --dbfilename <name>       the store's directory inside --dir (default
+                            {dbfilename}); the store is a directory of segment
+                            files, not an RDB file
+  --appendonly yes|no       reported only: every write is persisted anyway
+  --appendfsync <mode>      always: a write is acknowledged only after an
+                            fdatasync that covers it (group commit shared by
+                            all clients); everysec: the engine's background
+                            flush, every 100 ms (stricter than a second);
+                            no: the same background flush (there is no looser
+                            mode). Default everysec
+  --maxmemory <bytes>       accepted and reported by CONFIG GET and INFO, but
+                            NOT enforced: the engine has no eviction yet
+  --maxclients <n>          refuse clients beyond this many (default 10000)
+  --timeout <seconds>       close clients idle this long (default 0: never)
+  --requirepass <password>  require AUTH (compared in constant time)
+  --protected-mode yes|no   with no password, refuse non-loopback clients
+                            (default yes)
+  --loglevel <level>        debug, verbose, notice (default), warning, nothing
+  --logfile <path>          log to this file (default: standard output)
+  --daemonize no            only 'no': run it under a supervisor instead
+  --io-threads <n>          runtime worker threads (default: one per CPU)
+  --proto-max-bulk-len <n>  largest bulk string accepted (default 512mb)
+  --client-query-buffer-limit <n>
+                            largest query buffer of a client (default 1gb)
+  --save <...>              accepted and ignored (no snapshots to schedule)
+  --version                 print the version and exit
+  --help                    print this help and exit
+
+Sizes take redis-server's units: 1k = 1000, 1kb = 1024, also m, mb, g, gb.
+Keys are at most 64 KiB and values at most 64 MiB (the engine's limits).
+SIGTERM, SIGINT and SHUTDOWN close the store cleanly: every acknowledged
+write is on disk before the process exits.
+",
+        version = env!("CARGO_PKG_VERSION"),
+        dbfilename = DEFAULT_DBFILENAME
+    )
+}
+
+/// The `--version` line.
+pub fn version() -> String {
+    format!(
+        "emberkv-server v={} (RESP2/RESP3, Redis {} command set)",
+        env!("CARGO_PKG_VERSION"),
+        crate::REDIS_VERSION
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Action, ConfigError> {
+        from_args(args.iter().map(OsString::from).collect())
+    }
+
+    fn run(args: &[&str]) -> Config {
+        match parse(args) {
+            Ok(Action::Run(c)) => *c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_match_redis_server() {
+        let c = run(&[]);
+        assert_eq!(c.port, 6379);
+        assert_eq!(c.bind, vec!["127.0.0.1"]);
+        assert!(c.protected_mode);
+        assert_eq!(c.appendfsync, Fsync::EverySec);
+        assert_eq!(c.maxclients, 10_000);
+        assert_eq!(c.store_path(), Path::new("./dump.emberkv"));
+    }
+
+    #[test]
+    fn flags_take_the_words_up_to_the_next_flag() {
+        let c = run(&[
+            "--port",
+            "7000",
+            "--bind",
+            "127.0.0.1",
+            "-::1",
+            "--appendfsync",
+            "always",
+            "--maxmemory",
+            "100mb",
+            "--requirepass",
+            "s3cret",
+            "--unixsocketperm",
+            "700",
+        ]);
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.bind, vec!["127.0.0.1", "-::1"]);
+        assert_eq!(c.appendfsync, Fsync::Always);
+        assert_eq!(c.maxmemory, 100 * 1024 * 1024);
+        assert_eq!(c.requirepass.as_deref(), Some("s3cret"));
+        assert_eq!(c.unixsocketperm, Some(0o700));
+    }
+
+    #[test]
+    fn bad_flags_and_values_are_one_line_errors() {
+        for (args, want) in [
+            (vec!["--nope", "1"], "--unknown option 'nope'"),
+            (vec!["--port", "x"], "--port: 'x': expected a port number"),
+            (vec!["--port", "70000"], "--port: '70000'"),
+            (
+                vec!["--appendfsync", "sometimes"],
+                "--appendfsync: 'sometimes'",
+            ),
+            (vec!["--daemonize", "yes"], "--daemonize: daemonize yes"),
+            (
+                vec!["--protected-mode", "maybe"],
+                "--protected-mode: 'maybe'",
+            ),
+            (vec!["--port", "0"], "configured to not listen anywhere"),
+            (
+                vec!["--bind", "localhost"],
+                "--bind: 'localhost' is not an IP",
+            ),
+            (vec!["--maxmemory", "12q"], "--maxmemory: '12q'"),
+            (
+                vec!["--port", "1", "stray"],
+                "--port: expected one value, got 2",
+            ),
+        ] {
+            let e = parse(&args).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{args:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert!(matches!(parse(&["--help"]), Ok(Action::Help)));
+        assert!(matches!(
+            parse(&["--port", "1", "--version"]),
+            Ok(Action::Version)
+        ));
+        assert!(help().contains("NOT enforced"));
+    }
+
+    #[test]
+    fn config_file_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("e.conf");
+        std::fs::write(
+            &file,
+            "# comment\n\nport 7001\nrequirepass \"a b\"\nbind 127.0.0.1 ::1\n",
+        )
+        .unwrap();
+        let c = run(&[file.to_str().unwrap(), "--port", "7002"]);
+        assert_eq!(c.port, 7002);
+        assert_eq!(c.requirepass.as_deref(), Some("a b"));
+        assert_eq!(c.bind, vec!["127.0.0.1", "::1"]);
+        assert_eq!(c.config_file.as_deref(), Some(file.as_path()));
+
+        std::fs::write(&file, "port 1\nbogus 2\n").unwrap();
+        let e = parse(&[file.to_str().unwrap()]).unwrap_err().to_string();
+        assert!(e.ends_with(":2: unknown option 'bogus'"), "{e}");
+        let e = parse(&["/nonexistent/x.conf"]).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read config file"), "{e}");
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("100"), Some(100));
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("1KB"), Some(1024));
+        assert_eq!(parse_memory("2gb"), Some(2 << 30));
+        assert_eq!(parse_memory("1tb"), None);
+        assert_eq!(parse_memory(""), None);
+    }
+
+    #[test]
+    fn every_param_round_trips_its_default() {
+        let mut c = Config::default();
+        for p in PARAMS {
+            let v = p.get(&c);
+            p.set(&mut c, std::slice::from_ref(&v))
+                .unwrap_or_else(|e| panic!("{}={v}: {e}", p.name));
+            assert_eq!(p.get(&c), v, "{}", p.name);
+        }
+    }
+}

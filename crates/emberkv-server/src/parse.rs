@@ -1,0 +1,107 @@
+//! A command's arguments and the typed parsing of each one.
+//!
+//! The command table checks arity before a command runs, so a command may
+//! index the arguments its arity guarantees; options past them are read
+//! with the helpers here, which fail with Redis's own errors.
+
+use std::ops::Range;
+
+use crate::error::{CmdError, CmdResult};
+
+/// The arguments of one command (the name is argument 0), borrowed from
+/// the connection's read buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Args<'a> {
+    base: &'a [u8],
+    ranges: &'a [Range<usize>],
+}
+
+impl<'a> Args<'a> {
+    /// Arguments at `ranges` of `base`.
+    pub fn new(base: &'a [u8], ranges: &'a [Range<usize>]) -> Self {
+        Args { base, ranges }
+    }
+
+    /// Number of arguments, the name included.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Whether there are none (never, for a parsed command).
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Argument `i`; panics past the end (arity is checked first).
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        &self.base[self.ranges[i].clone()]
+    }
+
+    /// Argument `i`, or `None` past the end.
+    pub fn opt(&self, i: usize) -> Option<&'a [u8]> {
+        self.ranges.get(i).map(|r| &self.base[r.clone()])
+    }
+
+    /// All arguments, the name first.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [u8]> + '_ {
+        self.ranges.iter().map(|r| &self.base[r.clone()])
+    }
+
+    /// Arguments from `i` on.
+    pub fn from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + '_ {
+        self.ranges[i.min(self.len())..]
+            .iter()
+            .map(|r| &self.base[r.clone()])
+    }
+}
+
+/// Whether `arg` is `word`, ignoring ASCII case.
+pub fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// A signed 64-bit integer argument.
+///
+/// # Errors
+/// [`CmdError::NotInteger`].
+pub fn int(arg: &[u8]) -> CmdResult<i64> {
+    crate::num::parse_i64(arg).ok_or(CmdError::NotInteger)
+}
+
+/// A float argument.
+///
+/// # Errors
+/// [`CmdError::NotFloat`].
+pub fn float(arg: &[u8]) -> CmdResult<f64> {
+    crate::num::parse_f64(arg).ok_or(CmdError::NotFloat)
+}
+
+/// An argument as text, for names and messages (invalid UTF-8 replaced).
+pub fn text(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_index_and_iterate() {
+        let base = b"SETkv";
+        let ranges = [0..3, 3..4, 4..5];
+        let args = Args::new(base, &ranges);
+        assert_eq!(args.len(), 3);
+        assert_eq!(args.get(1), b"k");
+        assert_eq!(args.opt(3), None);
+        assert_eq!(args.from(1).collect::<Vec<_>>(), vec![&b"k"[..], b"v"]);
+        assert_eq!(args.from(9).count(), 0);
+    }
+
+    #[test]
+    fn helpers_map_to_redis_errors() {
+        assert!(is(b"nx", "NX"));
+        assert_eq!(int(b"12").ok(), Some(12));
+        assert!(matches!(int(b"1.5"), Err(CmdError::NotInteger)));
+        assert!(matches!(float(b"x"), Err(CmdError::NotFloat)));
+    }
+}

@@ -1,0 +1,469 @@
+//! Start-up, listeners, the cron task, and clean shutdown.
+//!
+//! [`run`] opens the store, binds every TCP address and the unix socket,
+//! and serves until SIGTERM, SIGINT or SHUTDOWN. Then it stops accepting,
+//! tells every connection to close, waits for them, and closes the store
+//! (a flush and fdatasync), so nothing acknowledged is lost.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::broadcast;
+use tokio::task::JoinSet;
+
+use crate::clients::{Clients, Transport};
+use crate::config::{Config, Fsync};
+use crate::connection::{self, Stream};
+use crate::shutdown::Shutdown;
+use crate::stats::Stats;
+use crate::store::Store;
+use crate::{notice, verbose, warning};
+
+/// Settings the connection loop reads on every batch, mirrored from
+/// [`Config`] into atomics when it changes.
+#[derive(Debug)]
+pub struct Live {
+    /// `appendfsync always`.
+    pub fsync_always: AtomicBool,
+    /// `proto-max-bulk-len`.
+    pub max_bulk: AtomicU64,
+    /// `client-query-buffer-limit`.
+    pub qbuf_limit: AtomicU64,
+}
+
+impl Live {
+    fn new(c: &Config) -> Live {
+        let live = Live {
+            fsync_always: AtomicBool::new(false),
+            max_bulk: AtomicU64::new(0),
+            qbuf_limit: AtomicU64::new(0),
+        };
+        live.update(c);
+        live
+    }
+
+    /// Mirrors `c`.
+    pub fn update(&self, c: &Config) {
+        self.fsync_always
+            .store(c.appendfsync == Fsync::Always, Ordering::Relaxed);
+        self.max_bulk.store(c.proto_max_bulk_len, Ordering::Relaxed);
+        self.qbuf_limit
+            .store(c.client_query_buffer_limit, Ordering::Relaxed);
+    }
+}
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub struct Shared {
+    /// The store.
+    pub store: Store,
+    /// Current settings.
+    pub config: RwLock<Config>,
+    /// Hot-path mirror of some settings.
+    pub live: Live,
+    /// Connected clients.
+    pub clients: Arc<Clients>,
+    /// Counters.
+    pub stats: Stats,
+    shutdown: broadcast::Sender<()>,
+    /// When the server started.
+    pub started: Instant,
+    /// A random 40-hex-digit id of this run.
+    pub run_id: String,
+    /// The TCP port actually bound (0 when TCP is off).
+    pub tcp_port: u16,
+    /// Path of this executable.
+    pub executable: String,
+}
+
+impl Shared {
+    /// Starts the shutdown (SHUTDOWN, signals).
+    pub fn request_shutdown(&self) {
+        let _ = self.shutdown.send(());
+    }
+
+    fn subscribe(&self) -> Shutdown {
+        Shutdown::new(self.shutdown.subscribe())
+    }
+}
+
+/// Redis 7's reply to a client refused by protected mode.
+pub const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Redis's reply to a client beyond `maxclients`.
+pub const MAX_CLIENTS: &str = "-ERR max number of clients reached\r\n";
+
+/// Whether protected mode refuses a TCP client from `peer`: protected
+/// mode is on, no password is set, and the peer is not loopback (a
+/// non-loopback peer can only arrive when the bind is not loopback-only).
+pub fn protected_denies(config: &Config, peer: IpAddr) -> bool {
+    config.protected_mode && config.requirepass.is_none() && !is_loopback(peer)
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Serves `config` until shut down.
+///
+/// # Errors
+/// One line: the store cannot be opened, an address cannot be bound, the
+/// log file cannot be opened.
+pub fn run(mut config: Config) -> Result<(), String> {
+    crate::log::init(config.loglevel, &config.logfile)
+        .map_err(|e| format!("cannot open log file '{}': {e}", config.logfile))?;
+    config.dir = std::fs::canonicalize(&config.dir)
+        .map_err(|e| format!("cannot use --dir '{}': {e}", config.dir.display()))?;
+    let threads = match config.io_threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("emberkv-io")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+
+    let path = config.store_path();
+    notice!(
+        "emberkv-server {} starting, pid={}, store {}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        path.display()
+    );
+    let opened = Instant::now();
+    let store =
+        Store::open(&path).map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
+    notice!(
+        "Store loaded: {} keys in {:.3} seconds",
+        store.db().len(),
+        opened.elapsed().as_secs_f64()
+    );
+
+    let store = runtime.block_on(serve(config, store, threads))?;
+    let store = match store {
+        Ok(store) => store,
+        Err(shared) => {
+            // A connection task did not finish in time and still holds the
+            // store: sync what was acknowledged; the exit releases the lock.
+            shared
+                .store
+                .sync()
+                .map_err(|e| format!("final sync of the store failed: {e}"))?;
+            notice!("emberkv-server is now ready to exit, bye bye...");
+            return Ok(());
+        }
+    };
+    store
+        .close()
+        .map_err(|e| format!("closing the store failed: {e}"))?;
+    notice!("emberkv-server is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// Binds, serves until shutdown, and hands back the store (or the shared
+/// state, if a connection outlived the grace period).
+async fn serve(
+    config: Config,
+    store: Store,
+    threads: usize,
+) -> Result<Result<Store, Arc<Shared>>, String> {
+    let mut tcp = Vec::new();
+    if config.port != 0 {
+        for addr in &config.bind {
+            let (optional, addr) = match addr.strip_prefix('-') {
+                Some(a) => (true, a),
+                None => (false, addr.as_str()),
+            };
+            match bind_tcp(addr, config.port) {
+                Ok(l) => tcp.push(l),
+                Err(e) if optional => {
+                    warning!("could not bind {addr}:{} (optional): {e}", config.port)
+                }
+                Err(e) => return Err(format!("cannot listen on {addr}:{}: {e}", config.port)),
+            }
+        }
+    }
+    let unix = match &config.unixsocket {
+        Some(path) => {
+            // A stale socket file from an earlier run would make bind fail.
+            let _ = std::fs::remove_file(path);
+            let l = UnixListener::bind(path)
+                .map_err(|e| format!("cannot listen on unix socket {}: {e}", path.display()))?;
+            if let Some(mode) = config.unixsocketperm {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| format!("cannot chmod {}: {e}", path.display()))?;
+            }
+            Some(l)
+        }
+        None => None,
+    };
+    let tcp_port = tcp
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(0, |a| a.port());
+
+    let (tx, _) = broadcast::channel(1);
+    let shared = Arc::new(Shared {
+        store,
+        live: Live::new(&config),
+        clients: Arc::new(Clients::new(config.maxclients)),
+        config: RwLock::new(config),
+        stats: Stats::default(),
+        shutdown: tx,
+        started: Instant::now(),
+        run_id: (0..40)
+            .map(|_| char::from_digit(fastrand::u32(0..16), 16).expect("hex digit"))
+            .collect(),
+        tcp_port,
+        executable: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    });
+
+    let mut listeners = JoinSet::new();
+    for l in tcp {
+        if let Ok(addr) = l.local_addr() {
+            notice!("Listening on {addr} (tcp)");
+        }
+        listeners.spawn(accept_tcp(l, Arc::clone(&shared), shared.subscribe()));
+    }
+    if let Some(l) = unix {
+        if let Some(p) = &shared.config.read().unixsocket {
+            notice!("Listening on {} (unix socket)", p.display());
+        }
+        listeners.spawn(accept_unix(l, Arc::clone(&shared), shared.subscribe()));
+    }
+    let cron = tokio::spawn(cron(Arc::clone(&shared)));
+    notice!("Ready to accept connections ({threads} io threads)");
+
+    let mut shutdown = shared.subscribe();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot install the SIGTERM handler: {e}"))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("cannot install the SIGINT handler: {e}"))?;
+    tokio::select! {
+        _ = sigterm.recv() => notice!("Received SIGTERM scheduling shutdown..."),
+        _ = sigint.recv() => notice!("Received SIGINT scheduling shutdown..."),
+        _ = shutdown.recv() => notice!("User requested shutdown..."),
+    }
+    shared.request_shutdown();
+    while listeners.join_next().await.is_some() {}
+    for client in shared.clients.list() {
+        client.kill();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !shared.clients.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cron.abort();
+    let _ = cron.await;
+    if let Some(p) = &shared.config.read().unixsocket {
+        let _ = std::fs::remove_file(p);
+    }
+    notice!("Closing the store: flushing and syncing every acknowledged write");
+    // Connection tasks drop their handles as they end; give the last ones
+    // a moment to be dropped by the runtime.
+    let mut shared = shared;
+    for _ in 0..200 {
+        match Arc::try_unwrap(shared) {
+            Ok(s) => return Ok(Ok(s.store)),
+            Err(s) => shared = s,
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(Err(shared))
+}
+
+fn bind_tcp(addr: &str, port: u16) -> std::io::Result<TcpListener> {
+    let ip: IpAddr = match addr {
+        "*" => IpAddr::from([0, 0, 0, 0]),
+        "::*" => IpAddr::from([0u16; 8]),
+        a => a
+            .parse()
+            .map_err(|_| std::io::Error::other(format!("'{a}' is not an IP address")))?,
+    };
+    let sa = SocketAddr::new(ip, port);
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(sa),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    if sa.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.bind(&sa.into())?;
+    socket.listen(511)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// Writes a refusal line to a client and closes it, off the accept path.
+fn refuse<S>(mut stream: S, shared: &Shared, line: &'static str)
+where
+    S: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let _ =
+            tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
+    });
+}
+
+async fn accept_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: Shutdown) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.recv() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                warning!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = shared.clients.admit() else {
+            warning!(
+                "Error registering fd event for the new client: max number of clients reached"
+            );
+            refuse(stream, &shared, MAX_CLIENTS);
+            continue;
+        };
+        if protected_denies(&shared.config.read(), peer.ip()) {
+            warning!("Refused {peer}: protected mode");
+            refuse(stream, &shared, DENIED);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let laddr = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let handle =
+            shared
+                .clients
+                .register(peer.to_string(), laddr, stream.as_raw_fd(), Transport::Tcp);
+        verbose!("Accepted {peer}");
+        tokio::spawn(connection::serve(
+            Stream::Tcp(stream),
+            Arc::clone(&shared),
+            handle,
+            slot,
+        ));
+    }
+}
+
+async fn accept_unix(listener: UnixListener, shared: Arc<Shared>, mut shutdown: Shutdown) {
+    let path = shared
+        .config
+        .read()
+        .unixsocket
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.recv() => return,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                warning!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = shared.clients.admit() else {
+            refuse(stream, &shared, MAX_CLIENTS);
+            continue;
+        };
+        let handle = shared.clients.register(
+            format!("{path}:0"),
+            format!("{path}:0"),
+            stream.as_raw_fd(),
+            Transport::Unix,
+        );
+        verbose!("Accepted connection to {path}");
+        tokio::spawn(connection::serve(
+            Stream::Unix(stream),
+            Arc::clone(&shared),
+            handle,
+            slot,
+        ));
+    }
+}
+
+/// Every 100 ms: the ops/sec sample; every second: idle-client timeouts.
+async fn cron(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut last = (Instant::now(), Stats::get(&shared.stats.commands));
+    let mut n: u64 = 0;
+    loop {
+        tick.tick().await;
+        n += 1;
+        if !n.is_multiple_of(10) {
+            continue;
+        }
+        let now = (Instant::now(), Stats::get(&shared.stats.commands));
+        let secs = now.0.duration_since(last.0).as_secs_f64();
+        if secs > 0.0 {
+            let ops = now.1.saturating_sub(last.1) as f64 / secs;
+            shared
+                .stats
+                .ops_per_sec
+                .store(ops.round() as u64, Ordering::Relaxed);
+        }
+        last = now;
+        let timeout = shared.config.read().timeout;
+        if timeout > 0 {
+            for client in shared.clients.list() {
+                if client.idle_secs() > timeout {
+                    verbose!("Closing idle client {}", client.addr);
+                    client.kill();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_mode_refuses_only_remote_clients_without_a_password() {
+        let mut c = Config::default();
+        let remote: IpAddr = "192.0.2.7".parse().unwrap();
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let local6: IpAddr = "::1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert!(protected_denies(&c, remote));
+        assert!(!protected_denies(&c, local));
+        assert!(!protected_denies(&c, local6));
+        assert!(!protected_denies(&c, mapped));
+        c.requirepass = Some("x".into());
+        assert!(!protected_denies(&c, remote));
+        c.requirepass = None;
+        c.protected_mode = false;
+        assert!(!protected_denies(&c, remote));
+    }
+}
