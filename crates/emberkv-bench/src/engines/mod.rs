@@ -69,10 +69,10 @@ const ROCKSDB: Availability = Availability::Missing(
 );
 
 /// Why oxifaster is not on the board.
-const OXIFASTER: &str = "no adapter yet: it builds (0.1.0; 0.1.3 needs Rust 1.92, above the \
-     workspace's 1.90), but its store is generic over typed keys and values with per-thread \
-     sessions and persists only through checkpoints, so passing the reopen test needs a \
-     checkpoint on close and a recover on open: not written in this change";
+const OXIFASTER: &str = "no adapter yet: its store is generic over typed keys and values \
+     with per-thread sessions and persists only through checkpoints, so passing the reopen \
+     test needs a checkpoint on close and a recover on open, not written so far (and under \
+     the workspace's Rust 1.90 cargo resolves 0.1.0: 0.1.3 needs 1.92)";
 
 /// Every registered engine, in board order.
 pub const ENGINES: [Spec; 11] = [
