@@ -98,6 +98,12 @@ impl Log {
     pub(crate) fn new(storage: Segments, hot_bytes: usize, tail: u64) -> Log {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
+        let mut sealed_lengths = HashMap::new();
+        if tail == seg_start && seg > 0 {
+            // The log ends exactly at the end of a full segment: the next
+            // segment's header must say so when the flusher creates it.
+            sealed_lengths.insert(seg, storage.segment_size());
+        }
         let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
         let start = page_floor(tail);
         // The recovered tail may leave less room than a pad before the next
@@ -127,7 +133,7 @@ impl Log {
             flush_cursor: Mutex::new(FlushCursor {
                 dirty_segment: None,
             }),
-            sealed_lengths: Mutex::new(HashMap::new()),
+            sealed_lengths: Mutex::new(sealed_lengths),
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
