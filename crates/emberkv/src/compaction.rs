@@ -24,9 +24,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::clock;
-use crate::db::Core;
+use crate::db::{Core, Current};
 use crate::error::Result;
-use crate::index::{Slot, shard_of};
+use crate::index::shard_of;
 use crate::record::{Entry, FLAG_TOMBSTONE};
 use crate::recovery::for_each_record;
 
@@ -70,17 +70,21 @@ pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     let mut report = CompactionReport::default();
-    // Make sure every sealed segment is whole on disk before reading it.
-    core.log.sync_all()?;
-    for seg in candidates(core, min_garbage)? {
-        let storage = core.log.storage();
+    // Make sure every sealed segment is whole in its file before reading it.
+    core.log.write_out()?;
+    let storage = core.log.storage();
+    let picked = candidates(core, min_garbage)?;
+    for &seg in &picked {
         let oldest = storage
             .list()?
             .into_iter()
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
         report.records_copied += compact_segment(core, seg, oldest)?;
-        core.log.sync_all()?;
+    }
+    // One fdatasync makes every copy durable before any segment goes.
+    core.log.sync_all()?;
+    for seg in picked {
         report.bytes_reclaimed += storage.file_len(seg)?;
         core.retire(seg)?;
         report.segments += 1;
@@ -97,44 +101,49 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
     for_each_record(core.log.storage(), seg, |addr, record| {
         let hash = core.hasher.hash(record.key);
         let mut writer = core.index.writer(shard_of(hash));
-        let (slot, current) = core.locate(&mut writer, hash, record.key, None)?;
-        let points_here = matches!(slot, Slot::Occupied { addr: a, .. } if a == addr);
         let tombstone = Entry {
             flags: FLAG_TOMBSTONE,
             expires_at: None,
             key: record.key,
             value: b"",
         };
-        let expired = points_here && !record.header.is_tombstone() && !record.is_live(now);
-        let copy = if record.header.is_tombstone() {
-            (current.is_none() && !oldest).then_some(tombstone)
-        } else if expired {
-            // The key's newest record has expired: a tombstone keeps hiding
-            // its older records.
-            Some(tombstone)
-        } else if points_here {
-            Some(Entry {
+        if record.header.is_tombstone() {
+            // Carried forward while the key is absent and an older record
+            // of it may survive in an older segment.
+            if oldest {
+                return Ok(());
+            }
+            let (_, current) = core.locate(&mut writer, hash, record.key, None)?;
+            if current.is_none() {
+                core.log.append(&tombstone)?;
+                copied += 1;
+            }
+            return Ok(());
+        }
+        // Garbage unless the key's entry points at exactly this record.
+        let Some(slot) = writer.slot_pointing_at(hash, addr) else {
+            return Ok(());
+        };
+        let this = Current::of(addr, record);
+        if record.is_live(now) {
+            let entry = Entry {
                 flags: 0,
                 expires_at: record.expires_at,
                 key: record.key,
                 value: record.value,
-            })
-        } else {
-            None
-        };
-        let Some(entry) = copy else {
-            return Ok(());
-        };
-        let new = core.log.append(&entry)?;
-        copied += 1;
-        if expired {
-            writer.clear(slot);
-            core.forget(&mut writer, current.as_ref().expect("occupied"));
-        } else if entry.flags & FLAG_TOMBSTONE == 0 {
-            core.forget(&mut writer, current.as_ref().expect("occupied"));
+            };
+            let new = core.log.append(&entry)?;
+            core.forget(&mut writer, &this);
             writer.set(hash, slot, new);
             core.count(&mut writer, new, &entry);
+        } else {
+            // The key's newest record has expired: a tombstone keeps hiding
+            // its older records, and tells replay from a checkpoint.
+            core.log.append(&tombstone)?;
+            writer.clear(slot);
+            core.forget(&mut writer, &this);
         }
+        copied += 1;
         Ok(())
     })?;
     Ok(copied)

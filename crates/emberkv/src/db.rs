@@ -20,7 +20,7 @@ use crate::log::{Found, Log};
 use crate::maintenance::Maintenance;
 use crate::manifest::{self, Retired};
 use crate::options::Options;
-use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES};
+use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES, Record};
 use crate::stats::Stats;
 use crate::storage::Segments;
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
@@ -74,6 +74,16 @@ pub(crate) struct Current {
 }
 
 impl Current {
+    /// The record at `addr`, as the newest of its key.
+    pub(crate) fn of(addr: u64, record: &Record<'_>) -> Current {
+        Current {
+            addr,
+            record_bytes: record.header.total_len() as u64,
+            logical_bytes: (record.key.len() + record.value.len()) as u64,
+            expires_at: record.expires_at,
+        }
+    }
+
     fn is_live(&self) -> bool {
         self.expires_at.is_none_or(|at| at > clock::now_ms())
     }
@@ -253,12 +263,7 @@ impl Core {
                     if r.key != key {
                         return false;
                     }
-                    current = Some(Current {
-                        addr,
-                        record_bytes: r.header.total_len() as u64,
-                        logical_bytes: (r.key.len() + r.value.len()) as u64,
-                        expires_at: r.expires_at,
-                    });
+                    current = Some(Current::of(addr, r));
                     if let Some(out) = value.as_deref_mut() {
                         out.clear();
                         out.extend_from_slice(r.value);

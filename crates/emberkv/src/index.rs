@@ -228,8 +228,8 @@ pub(crate) struct Index {
 /// Where a key sits (or would sit) in its shard's table.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Slot {
-    /// The key is present at this slot, pointing at `addr`.
-    Occupied { slot: usize, addr: u64 },
+    /// The key is present at this slot.
+    Occupied { slot: usize },
     /// The key is absent; it would be inserted at this slot.
     Vacant { slot: usize, fresh: bool },
 }
@@ -443,10 +443,7 @@ impl ShardWriter<'_> {
             if e == DELETED {
                 reusable.get_or_insert(i);
             } else if entry_tag(e) == tag && is_key(entry_addr(e))? {
-                return Ok(Slot::Occupied {
-                    slot: i,
-                    addr: entry_addr(e),
-                });
+                return Ok(Slot::Occupied { slot: i });
             }
             i = next(i, len);
         }
@@ -494,6 +491,24 @@ impl ShardWriter<'_> {
                 state.live_by_segment.remove(&segment);
             }
         }
+    }
+
+    /// The slot whose entry points at exactly `addr` for a key of hash
+    /// `hash`, if any: then the record at `addr` is that key's newest, and
+    /// no record needs reading to know it (used by compaction to skip
+    /// garbage cheaply).
+    pub(crate) fn slot_pointing_at(&self, hash: u64, addr: u64) -> Option<Slot> {
+        let wanted = entry(hash, addr);
+        let len = self.table.slots.len();
+        let mut i = home(hash, len);
+        for _ in 0..len {
+            match self.table.slots[i].load(Ordering::Relaxed) {
+                EMPTY => return None,
+                e if e == wanted => return Some(Slot::Occupied { slot: i }),
+                _ => i = next(i, len),
+            }
+        }
+        None
     }
 
     /// Removes the key found at an occupied slot.

@@ -1,74 +1,104 @@
 //! The maintenance thread: background compaction and index checkpoints.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
-
 use crate::compaction;
 use crate::db::Core;
+use crate::error::Result;
 
-/// How often the maintenance thread wakes.
+/// How often the maintenance thread wakes when no segment is sealed.
 const INTERVAL: Duration = Duration::from_secs(1);
 
 /// Log bytes appended since the last checkpoint that make the thread write
 /// a new one: 64 MiB (so a crash replays at most about that much).
 const CHECKPOINT_EVERY: u64 = 64 << 20;
 
+/// The segment being written is sealed early, for compaction, once it holds
+/// at least this many bytes (8 MiB) and a quarter of the store's live
+/// record bytes: under uniform overwrites garbage spreads over every
+/// segment, so a segment far larger than the data would hold most of the
+/// space amplification by itself.
+const SEAL_AT: u64 = 8 << 20;
+
 /// Handle to the maintenance thread.
 pub(crate) struct Maintenance {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    core: Arc<Core>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Maintenance {
-    /// Starts a thread that, every [`INTERVAL`], compacts the sealed
-    /// segments with at least `min_garbage` of garbage (when set) and writes
-    /// an index checkpoint once [`CHECKPOINT_EVERY`] bytes were appended
-    /// since the last. Failures are retried at the next interval; the
-    /// foreground `compact`, `sync` and `close` report errors.
+    /// Starts a thread that, whenever a segment is sealed and at least
+    /// every [`INTERVAL`], compacts the sealed segments with at least
+    /// `min_garbage` of garbage (when set; also sealing the active segment
+    /// early, see [`SEAL_AT`]) and writes an index checkpoint once
+    /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
+    /// retried at the next wake; the foreground `compact`, `sync` and
+    /// `close` report errors.
     pub(crate) fn spawn(core: Arc<Core>, min_garbage: Option<f64>) -> std::io::Result<Self> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let stop = Arc::clone(&stop);
+            let (core, stop) = (Arc::clone(&core), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("emberkv-maintenance".into())
-                .spawn(move || {
-                    let (lock, wake) = &*stop;
-                    let mut stopped = lock.lock();
-                    while !*stopped {
-                        wake.wait_for(&mut stopped, INTERVAL);
-                        if *stopped {
-                            break;
-                        }
-                        drop(stopped);
-                        if let Some(min_garbage) = min_garbage {
-                            let _ = compaction::run(&core, min_garbage);
-                        }
-                        let since = core.log.tail() - core.checkpointed.load(Ordering::Relaxed);
-                        if since >= CHECKPOINT_EVERY {
-                            let _ = core.checkpoint();
-                        }
-                        stopped = lock.lock();
-                    }
-                })?
+                .spawn(move || run(&core, &stop, min_garbage))?
         };
         Ok(Maintenance {
             stop,
+            core,
             thread: Some(thread),
         })
     }
 
     /// Stops the thread, waiting for work in progress to finish.
     pub(crate) fn stop(&mut self) {
-        let (lock, wake) = &*self.stop;
-        *lock.lock() = true;
-        wake.notify_all();
+        self.stop.store(true, Ordering::Release);
+        {
+            let _sealed = self.core.log.sealed_segments.lock();
+            self.core.log.segment_sealed.notify_all();
+        }
         if let Some(thread) = self.thread.take() {
             // A panic in the thread leaves the store as a crash would.
             let _ = thread.join();
         }
     }
+}
+
+fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
+    let mut seen = *core.log.sealed_segments.lock();
+    while !stop.load(Ordering::Acquire) {
+        {
+            let mut sealed = core.log.sealed_segments.lock();
+            if *sealed == seen && !stop.load(Ordering::Acquire) {
+                core.log.segment_sealed.wait_for(&mut sealed, INTERVAL);
+            }
+            seen = *sealed;
+        }
+        if let Some(min_garbage) = min_garbage {
+            // Keep going while passes find work: under a heavy overwrite
+            // load one pass per wake would fall behind.
+            while !stop.load(Ordering::Acquire) && matches!(pass(core, min_garbage), Ok(true)) {}
+        }
+        let since = core.log.tail() - core.checkpointed.load(Ordering::Relaxed);
+        if since >= CHECKPOINT_EVERY && !stop.load(Ordering::Acquire) {
+            let _ = core.checkpoint();
+        }
+    }
+}
+
+/// One compaction pass, sealing the active segment first when it is big
+/// and wasteful enough; returns whether any segment was compacted.
+fn pass(core: &Core, min_garbage: f64) -> Result<bool> {
+    let log = &core.log;
+    let storage = log.storage();
+    let active = storage.segment_of(log.tail());
+    let written = log.tail() - storage.segment_start(active);
+    let live: u64 = core.index.live_by_segment().values().sum();
+    if written >= SEAL_AT.max(live / 4) {
+        log.seal_segment()?;
+    }
+    Ok(compaction::run(core, min_garbage)?.segments > 0)
 }

@@ -88,6 +88,10 @@ pub(crate) struct Log {
     committed: Condvar,
     /// Set when a write or fdatasync failed: the log refuses further writes.
     poisoned: AtomicBool,
+    /// Segments sealed since open; `segment_sealed` is signalled at each,
+    /// waking the maintenance thread to consider compaction.
+    pub(crate) sealed_segments: Mutex<u64>,
+    pub(crate) segment_sealed: Condvar,
     /// Signalled whenever a page is sealed, so the flusher starts writing it.
     pub(crate) page_sealed: Condvar,
     pub(crate) page_sealed_lock: Mutex<()>,
@@ -139,6 +143,8 @@ impl Log {
             poisoned: AtomicBool::new(false),
             page_sealed: Condvar::new(),
             page_sealed_lock: Mutex::new(()),
+            sealed_segments: Mutex::new(0),
+            segment_sealed: Condvar::new(),
         }
     }
 
@@ -269,6 +275,8 @@ impl Log {
             bytes = page_len(SEGMENT_HEADER_BYTES);
             let sealed_len = a.tail - self.storage.segment_start(seg);
             self.sealed_lengths.lock().insert(seg + 1, sealed_len);
+            *self.sealed_segments.lock() += 1;
+            self.segment_sealed.notify_all();
         }
         if start + bytes >= crate::index::MAX_ADDRESS {
             return Err(Error::Io(std::io::Error::other(
@@ -312,9 +320,9 @@ impl Log {
         Ok(())
     }
 
-    /// Writes every published byte not yet written to the segment files.
-    /// Returns the address written up to.
-    fn write_out(&self) -> Result<u64> {
+    /// Writes every published byte not yet written to the segment files
+    /// (no fdatasync). Returns the address written up to.
+    pub(crate) fn write_out(&self) -> Result<u64> {
         let mut cursor = self.flush_cursor.lock();
         let target = self.tail.load(Ordering::Acquire);
         let from = self.flushed.load(Ordering::Acquire);
