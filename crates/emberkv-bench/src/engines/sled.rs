@@ -30,10 +30,29 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
         set.push("flush() after every write".to_owned());
     }
     Ok(Box::new(Sled {
-        db: config.open()?,
+        db: open_patiently(&config)?,
         flush_each_write,
         settings: super::describe("sled::Config::new().path(path).open()", &set),
     }))
+}
+
+/// Opens the database, retrying for up to 2 s while its file lock is still
+/// held: sled releases the lock only when its background flusher thread,
+/// which outlives the dropped handle for a moment, exits (and a child
+/// process forked by another test thread holds it until it execs).
+fn open_patiently(config: &::sled::Config) -> Result<::sled::Db> {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match config.open() {
+            Err(e)
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < give_up =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return Ok(result?),
+        }
+    }
 }
 
 impl Sled {
