@@ -11,6 +11,13 @@ enum Op {
     Insert(Vec<u8>, Vec<u8>),
     Remove(Vec<u8>),
     Get(Vec<u8>),
+    /// Appends the byte to the value (creating the key), or removes the key
+    /// when the byte is 0.
+    Update(Vec<u8>, u8),
+    /// compare_and_swap with the current value (`true`) or a wrong one.
+    Swap(Vec<u8>, bool, Option<Vec<u8>>),
+    /// A batch: inserts (`Some`) and removes (`None`).
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Reopen,
     Compact,
 }
@@ -35,6 +42,11 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
         3 => key().prop_map(Op::Remove),
         4 => key().prop_map(Op::Get),
+        2 => (key(), any::<u8>()).prop_map(|(k, b)| Op::Update(k, b)),
+        2 => (key(), any::<bool>(), proptest::option::of(value()))
+            .prop_map(|(k, right, v)| Op::Swap(k, right, v)),
+        2 => proptest::collection::vec((key(), proptest::option::of(value())), 0..12)
+            .prop_map(Op::Batch),
         1 => Just(Op::Reopen),
         1 => Just(Op::Compact),
     ]
@@ -70,6 +82,54 @@ proptest! {
                 Op::Get(k) => {
                     prop_assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned());
                     prop_assert_eq!(store.contains_key(&k).unwrap(), model.contains_key(&k));
+                }
+                Op::Update(k, b) => {
+                    let new = store
+                        .update(&k, |old| {
+                            (b != 0).then(|| [old.unwrap_or_default(), &[b]].concat())
+                        })
+                        .unwrap();
+                    let expected = (b != 0)
+                        .then(|| [model.get(&k).map_or(&[][..], Vec::as_slice), &[b]].concat());
+                    prop_assert_eq!(&new, &expected);
+                    match expected {
+                        Some(v) => model.insert(k, v),
+                        None => model.remove(&k),
+                    };
+                }
+                Op::Swap(k, right, new) => {
+                    let current = model.get(&k).cloned();
+                    let expected = if right {
+                        current.clone()
+                    } else {
+                        Some([current.clone().unwrap_or_default(), b"x".to_vec()].concat())
+                    };
+                    let swapped = store
+                        .compare_and_swap(&k, expected.as_deref(), new.as_deref())
+                        .unwrap();
+                    prop_assert_eq!(swapped, right);
+                    if swapped {
+                        match new {
+                            Some(v) => model.insert(k, v),
+                            None => model.remove(&k),
+                        };
+                    }
+                }
+                Op::Batch(ops) => {
+                    let mut batch = emberkv::WriteBatch::new();
+                    for (k, v) in &ops {
+                        match v {
+                            Some(v) => batch.insert(k, v),
+                            None => batch.remove(k),
+                        };
+                    }
+                    store.apply_batch(&batch).unwrap();
+                    for (k, v) in ops {
+                        match v {
+                            Some(v) => model.insert(k, v),
+                            None => model.remove(&k),
+                        };
+                    }
                 }
                 Op::Compact => {
                     store.compact().unwrap();
