@@ -34,6 +34,17 @@
 //! writer's acknowledged operations. [`Db::sync`] makes everything so far
 //! durable on demand; [`Db::close`] and drop do it too.
 //!
+//! # Expiry
+//!
+//! [`Db::insert_with_ttl`], [`Db::expire`] and friends store an expiry time
+//! in the record: wall-clock Unix time in milliseconds (`SystemTime`,
+//! resolution 1 ms), so a TTL keeps counting down across restarts. A key
+//! whose expiry is at or before now is never returned, from memory or from
+//! a file; its record is reclaimed by compaction. Setting the system clock
+//! back makes keys live longer, forward makes them expire sooner (as in
+//! Redis). [`Db::len`] counts an expired key until a write or compaction
+//! touches it.
+//!
 //! # Limits
 //! Keys up to [`MAX_KEY_BYTES`] (64 KiB), values up to [`MAX_VALUE_BYTES`]
 //! (64 MiB); empty keys and values are valid. Point operations only: there

@@ -1,7 +1,8 @@
-//! Property test: random operation sequences against a `HashMap` model,
+//! Property test: random operation sequences (insert, remove, get, update,
+//! compare-and-swap, batches, expire, persist) against a `HashMap` model,
 //! with compactions and reopens (clean closes) in between.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use emberkv::{Db, Options};
 use proptest::prelude::*;
@@ -18,6 +19,9 @@ enum Op {
     Swap(Vec<u8>, bool, Option<Vec<u8>>),
     /// A batch: inserts (`Some`) and removes (`None`).
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// Gives the key an expiry an hour away (never reached in the test).
+    Expire(Vec<u8>),
+    Persist(Vec<u8>),
     Reopen,
     Compact,
 }
@@ -47,6 +51,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(k, right, v)| Op::Swap(k, right, v)),
         2 => proptest::collection::vec((key(), proptest::option::of(value())), 0..12)
             .prop_map(Op::Batch),
+        2 => key().prop_map(Op::Expire),
+        1 => key().prop_map(Op::Persist),
         1 => Just(Op::Reopen),
         1 => Just(Op::Compact),
     ]
@@ -69,18 +75,35 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let mut db = Some(Db::open(dir.path(), options()).unwrap());
         let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        // Keys of the model that have an expiry.
+        let mut expiring: HashSet<Vec<u8>> = HashSet::new();
         for op in ops {
             let store = db.as_ref().unwrap();
             match op {
                 Op::Insert(k, v) => {
                     store.insert(&k, &v).unwrap();
+                    expiring.remove(&k);
                     model.insert(k, v);
                 }
+                Op::Expire(k) => {
+                    let hour = std::time::Duration::from_secs(3600);
+                    prop_assert_eq!(store.expire(&k, hour).unwrap(), model.contains_key(&k));
+                    if model.contains_key(&k) {
+                        expiring.insert(k);
+                    }
+                }
+                Op::Persist(k) => {
+                    prop_assert_eq!(store.persist(&k).unwrap(), expiring.remove(&k));
+                }
                 Op::Remove(k) => {
+                    expiring.remove(&k);
                     prop_assert_eq!(store.remove(&k).unwrap(), model.remove(&k).is_some());
                 }
                 Op::Get(k) => {
                     prop_assert_eq!(store.get(&k).unwrap(), model.get(&k).cloned());
+                    let ttl = store.ttl(&k).unwrap();
+                    prop_assert_eq!(ttl.is_some(), model.contains_key(&k));
+                    prop_assert_eq!(ttl.flatten().is_some(), expiring.contains(&k));
                     prop_assert_eq!(store.contains_key(&k).unwrap(), model.contains_key(&k));
                 }
                 Op::Update(k, b) => {
@@ -94,7 +117,10 @@ proptest! {
                     prop_assert_eq!(&new, &expected);
                     match expected {
                         Some(v) => model.insert(k, v),
-                        None => model.remove(&k),
+                        None => {
+                            expiring.remove(&k);
+                            model.remove(&k)
+                        }
                     };
                 }
                 Op::Swap(k, right, new) => {
@@ -109,6 +135,7 @@ proptest! {
                         .unwrap();
                     prop_assert_eq!(swapped, right);
                     if swapped {
+                        expiring.remove(&k);
                         match new {
                             Some(v) => model.insert(k, v),
                             None => model.remove(&k),
@@ -125,6 +152,7 @@ proptest! {
                     }
                     store.apply_batch(&batch).unwrap();
                     for (k, v) in ops {
+                        expiring.remove(&k);
                         match v {
                             Some(v) => model.insert(k, v),
                             None => model.remove(&k),
