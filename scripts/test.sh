@@ -5,4 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
+
+# emberkv-server's integration tests drive the server with redis-cli (Debian
+# package redis-tools) and Python's redis package. Install them only when
+# missing, quietly; the tests fail under CI=true if they are still missing.
+if ! command -v redis-cli >/dev/null 2>&1; then
+    echo "== installing redis-tools (redis-cli)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools; } \
+        >/dev/null 2>&1 || echo "warning: could not install redis-tools" >&2
+fi
+if ! python3 -c 'import redis' >/dev/null 2>&1; then
+    echo "== installing the Python redis package"
+    python3 -m pip install -q redis >/dev/null 2>&1 \
+        || python3 -m pip install -q --break-system-packages redis >/dev/null 2>&1 \
+        || echo "warning: could not install the Python redis package" >&2
+fi
+
 cargo test --workspace

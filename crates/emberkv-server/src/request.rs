@@ -252,6 +252,8 @@ fn line_number(
 /// whitespace or the end. `None` for unbalanced quotes. Used for inline
 /// commands and config files.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // Redis splits a C string: a NUL byte ends the line.
+    let line = &line[..memchr::memchr(0, line).unwrap_or(line.len())];
     let mut words = Vec::new();
     let mut i = 0;
     let n = line.len();
@@ -323,7 +325,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     break;
                 }
                 match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
                     other => word.push(other),
@@ -525,6 +527,13 @@ mod tests {
         assert_eq!(split_args(b"\"unterminated"), None);
         assert_eq!(split_args(b"\"a\"\"b\""), None);
         assert_eq!(split_args(b"\"\\q\""), Some(words(&["q"])));
+        assert_eq!(
+            split_args(b"a\0b c"),
+            Some(words(&["a"])),
+            "NUL ends the line"
+        );
+        assert_eq!(split_args(b"\0\x01"), Some(vec![]));
+        assert_eq!(split_args(b"\"a\0\""), None);
     }
 
     #[test]
