@@ -35,6 +35,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use crate::checksum::Crc32c;
 use crate::error::{Error, Result};
 use crate::index::{Index, SHARDS, SegmentLive, ShardImage};
 use crate::storage::sync_dir;
@@ -46,12 +47,12 @@ const MAGIC: &[u8; 8] = b"EMBERCKP";
 /// A writer that checksums what passes through it.
 struct Crc<W> {
     inner: W,
-    crc: u32,
+    crc: Crc32c,
 }
 
 impl<W: Write> Crc<W> {
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.crc.update(bytes);
         self.inner.write_all(bytes)
     }
 }
@@ -65,7 +66,7 @@ pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> R
     let tmp = dir.join(TMP);
     let mut out = Crc {
         inner: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
-        crc: 0,
+        crc: Crc32c::new(),
     };
     out.put(MAGIC)?;
     out.put(&crate::FORMAT_VERSION.to_le_bytes())?;
@@ -86,7 +87,7 @@ pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> R
             out.put(&e.to_le_bytes())?;
         }
     }
-    let crc = out.crc;
+    let crc = out.crc.value();
     let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
     file.write_all(&crc.to_le_bytes())?;
     file.sync_all()?;
@@ -120,7 +121,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         return Err(bad(0, "too short"));
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
-    if crc32c::crc32c(body).to_le_bytes() != crc {
+    if crate::checksum::crc32c(body).to_le_bytes() != crc {
         return Err(bad(body.len(), "checksum mismatch"));
     }
     let mut r = Reader { bytes: body, at: 0 };

@@ -57,6 +57,7 @@ mod backup;
 mod batch;
 mod check;
 mod checkpoint;
+mod checksum;
 mod clock;
 mod compaction;
 mod db;

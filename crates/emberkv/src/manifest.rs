@@ -73,7 +73,7 @@ impl Retired {
         for seg in &self.sparse {
             b.extend_from_slice(&seg.to_le_bytes());
         }
-        let crc = crc32c::crc32c(&b);
+        let crc = crate::checksum::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         b
     }
@@ -88,7 +88,7 @@ impl Retired {
             return Err(bad("length does not match its count"));
         }
         let (body, crc) = b.split_at(b.len() - 4);
-        if crc32c::crc32c(body).to_le_bytes() != crc {
+        if crate::checksum::crc32c(body).to_le_bytes() != crc {
             return Err(bad("checksum mismatch"));
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));

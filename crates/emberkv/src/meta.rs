@@ -47,7 +47,7 @@ impl Meta {
         b[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
         b[16..24].copy_from_slice(&self.hash_seed.to_le_bytes());
         b[24..32].copy_from_slice(&self.store_id.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..60]);
+        let crc = crate::checksum::crc32c(&b[..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -62,7 +62,7 @@ impl Meta {
         if &b[0..8] != META_MAGIC {
             return bad("bad magic");
         }
-        if crc32c::crc32c(&b[..60]) != u32_at(60) {
+        if crate::checksum::crc32c(&b[..60]) != u32_at(60) {
             return bad("checksum mismatch");
         }
         if u32_at(8) != crate::FORMAT_VERSION {

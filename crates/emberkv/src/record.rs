@@ -18,6 +18,7 @@
 //! record of a write batch that is followed by more records of the same
 //! batch; the batch's last record has it clear (see `recovery.rs`).
 
+use crate::checksum::Crc32c;
 use crate::error::{Error, Result};
 
 /// Size of the fixed record header, in bytes.
@@ -77,8 +78,11 @@ impl Entry<'_> {
     pub(crate) fn checksum(&self) -> u32 {
         let mut head = [0u8; HEADER_BYTES + EXPIRY_BYTES];
         let n = self.write_head(&mut head);
-        let crc = crc32c::crc32c(&head[4..n]);
-        crc32c::crc32c_append(crc32c::crc32c_append(crc, self.key), self.value)
+        let mut crc = Crc32c::new();
+        crc.update(&head[4..n]);
+        crc.update(self.key);
+        crc.update(self.value);
+        crc.value()
     }
 
     /// Encodes the record with checksum `crc` (from [`Entry::checksum`])
@@ -114,7 +118,7 @@ pub(crate) fn encode_pad(out: &mut [u8]) {
     let payload = (out.len() - HEADER_BYTES) as u32;
     let header = &mut out[..HEADER_BYTES];
     write_header(header, FLAG_PAD, 0, payload);
-    let crc = crc32c::crc32c(&header[4..]);
+    let crc = crate::checksum::crc32c(&header[4..]);
     header[..4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -159,7 +163,7 @@ impl Header {
             if header.key_len != 0 || header.flags != FLAG_PAD {
                 return Err(Error::corruption(addr, "malformed pad record"));
             }
-            if crc32c::crc32c(&b[4..]) != header.crc {
+            if crate::checksum::crc32c(&b[4..]) != header.crc {
                 return Err(Error::corruption(addr, "pad header checksum mismatch"));
             }
         } else if header.key_len > crate::MAX_KEY_BYTES || header.value_len > crate::MAX_VALUE_BYTES
@@ -222,7 +226,7 @@ impl<'a> Record<'a> {
         if header.is_pad() || bytes.len() < total {
             return Err(Error::corruption(addr, "record truncated"));
         }
-        let crc = crc32c::crc32c(&bytes[4..total]);
+        let crc = crate::checksum::crc32c(&bytes[4..total]);
         if crc != header.crc {
             return Err(Error::corruption(
                 addr,

@@ -177,7 +177,7 @@ impl Segments {
         h[16..24].copy_from_slice(&seg.to_le_bytes());
         h[24..32].copy_from_slice(&self.store_id.to_le_bytes());
         h[32..40].copy_from_slice(&prev_len.to_le_bytes());
-        let crc = crc32c::crc32c(&h[..60]);
+        let crc = crate::checksum::crc32c(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         h
     }
@@ -196,7 +196,7 @@ impl Segments {
         let prev_len = u64::from_le_bytes(bytes[32..40].try_into().expect("8 bytes"));
         if bytes[..64] != self.header(seg, prev_len) {
             let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-            let crc_ok = crc32c::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
+            let crc_ok = crate::checksum::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
             if crc_ok && &bytes[..8] == SEGMENT_MAGIC && version != crate::FORMAT_VERSION {
                 return Err(Error::IncompatibleFormat {
                     found: version,
