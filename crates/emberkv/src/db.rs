@@ -4,10 +4,10 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
 use crate::checkpoint;
@@ -67,10 +67,10 @@ struct Old {
 
 /// The record a key's index entry points at, as a write found it.
 pub(crate) struct Current {
-    addr: u64,
-    record_bytes: u64,
-    logical_bytes: u64,
-    expires_at: Option<u64>,
+    pub(crate) addr: u64,
+    pub(crate) record_bytes: u64,
+    pub(crate) logical_bytes: u64,
+    pub(crate) expires_at: Option<u64>,
 }
 
 impl Current {
@@ -111,7 +111,15 @@ pub(crate) struct Core {
     pub(crate) iterators: AtomicUsize,
     /// Retired segments whose files wait for the iterators to finish.
     pending_deletes: Mutex<Vec<u64>>,
+    /// Set by the maintenance thread while garbage outgrows what it
+    /// reclaims; writers then wait for it (see [`Core::throttle`]).
+    compaction_behind: AtomicBool,
+    compaction_caught_up: (Mutex<()>, Condvar),
 }
+
+/// Longest a write waits for compaction to catch up: 50 ms. A bound, not a
+/// rate: writers keep going (slowly) even if compaction cannot catch up.
+const THROTTLE_WAIT: Duration = Duration::from_millis(50);
 
 impl Core {
     /// Writes an index checkpoint covering everything durable now.
@@ -242,7 +250,32 @@ impl Core {
         if self.sync_writes {
             self.log.make_durable(durable_at)?;
         }
+        self.throttle();
         Ok(result)
+    }
+
+    /// Makes a writer wait (at most [`THROTTLE_WAIT`]) while compaction
+    /// is behind: writers faster than the compactor would otherwise let
+    /// garbage, and the disk, grow without bound.
+    fn throttle(&self) {
+        if !self.compaction_behind.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut caught_up = self.compaction_caught_up.0.lock();
+        if self.compaction_behind.load(Ordering::Relaxed) {
+            self.compaction_caught_up
+                .1
+                .wait_for(&mut caught_up, THROTTLE_WAIT);
+        }
+    }
+
+    /// Sets whether compaction is behind (see [`Core::throttle`]), waking
+    /// throttled writers when it caught up.
+    pub(crate) fn set_compaction_behind(&self, behind: bool) {
+        if self.compaction_behind.swap(behind, Ordering::Relaxed) && !behind {
+            let _guard = self.compaction_caught_up.0.lock();
+            self.compaction_caught_up.1.notify_all();
+        }
     }
 
     /// Finds the slot of `key` in a locked shard and the record its entry
@@ -388,6 +421,7 @@ impl Core {
         {
             self.log.make_durable(addr + entry.len() as u64)?;
         }
+        self.throttle();
         Ok(())
     }
 }
@@ -453,6 +487,8 @@ impl Db {
             compactions: AtomicU64::new(0),
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
+            compaction_behind: AtomicBool::new(false),
+            compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
         let maintenance = Maintenance::spawn(Arc::clone(&core), options.compaction_garbage)?;
         Ok(Db {

@@ -23,6 +23,14 @@ const CHECKPOINT_EVERY: u64 = 64 << 20;
 /// space amplification by itself.
 const SEAL_AT: u64 = 8 << 20;
 
+/// Compaction counts as behind, and throttles writers, while the segment
+/// files hold more than twice the live record bytes plus this slack
+/// (64 MiB). Steady-state compaction keeps sealed segments under 1.5 times
+/// their live bytes (at the default 0.33 threshold) and the active segment
+/// under a quarter of the live bytes, so only writers outrunning the
+/// compactor cross it.
+const BEHIND_SLACK: u64 = 64 << 20;
+
 /// Handle to the maintenance thread.
 pub(crate) struct Maintenance {
     stop: Arc<AtomicBool>,
@@ -56,6 +64,7 @@ impl Maintenance {
     /// Stops the thread, waiting for work in progress to finish.
     pub(crate) fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.core.set_compaction_behind(false);
         {
             let _sealed = self.core.log.sealed_segments.lock();
             self.core.log.segment_sealed.notify_all();
@@ -90,15 +99,33 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
 }
 
 /// One compaction pass, sealing the active segment first when it is big
-/// and wasteful enough; returns whether any segment was compacted.
+/// enough; returns whether any segment was compacted. Sets whether
+/// compaction is behind before the pass, and clears it once a pass finds
+/// nothing left to do.
 fn pass(core: &Core, min_garbage: f64) -> Result<bool> {
     let log = &core.log;
     let storage = log.storage();
     let active = storage.segment_of(log.tail());
     let written = log.tail() - storage.segment_start(active);
     let live: u64 = core.index.live_by_segment().values().sum();
+    let mut on_disk = written;
+    // Retired files still on disk (kept for a live iterator) do not count:
+    // compaction is done with them.
+    let retired = core.retired.lock().clone();
+    for seg in storage
+        .list()?
+        .into_iter()
+        .filter(|&s| s != active && !retired.contains(s))
+    {
+        on_disk += storage.file_len(seg)?;
+    }
+    core.set_compaction_behind(on_disk > 2 * live + BEHIND_SLACK);
     if written >= SEAL_AT.max(live / 4) {
         log.seal_segment()?;
     }
-    Ok(compaction::run(core, min_garbage)?.segments > 0)
+    let worked = compaction::run(core, min_garbage)?.segments > 0;
+    if !worked {
+        core.set_compaction_behind(false);
+    }
+    Ok(worked)
 }

@@ -22,7 +22,9 @@ enum Op {
     /// Gives the key an expiry an hour away (never reached in the test).
     Expire(Vec<u8>),
     Persist(Vec<u8>),
-    Reopen,
+    /// A clean close and open; with `true`, the checkpoint is deleted in
+    /// between, so open replays the whole log.
+    Reopen(bool),
     Compact,
 }
 
@@ -53,7 +55,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(Op::Batch),
         2 => key().prop_map(Op::Expire),
         1 => key().prop_map(Op::Persist),
-        1 => Just(Op::Reopen),
+        1 => any::<bool>().prop_map(Op::Reopen),
         1 => Just(Op::Compact),
     ]
 }
@@ -162,8 +164,11 @@ proptest! {
                 Op::Compact => {
                     store.compact().unwrap();
                 }
-                Op::Reopen => {
+                Op::Reopen(replay_all) => {
                     db.take().unwrap().close().unwrap();
+                    if replay_all {
+                        std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
+                    }
                     db = Some(Db::open(dir.path(), options()).unwrap());
                 }
             }
