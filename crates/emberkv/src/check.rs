@@ -86,6 +86,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         &hasher,
         Mode::Check(&mut report),
         0,
+        &mut std::collections::HashMap::new(),
     )?;
     report.keys = index.len();
     let mut scratch = Vec::new();

@@ -29,6 +29,7 @@ use crate::error::Result;
 use crate::index::{ShardWriter, Slot, shard_of};
 use crate::record::{Entry, FLAG_TOMBSTONE};
 use crate::recovery::for_each_record;
+use crate::storage::SEGMENT_HEADER_BYTES;
 
 /// What one compaction pass did, from [`crate::Db::compact`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,12 +40,13 @@ pub struct CompactionReport {
     /// Records copied to the tail (values and tombstones).
     pub records_copied: u64,
     /// Bytes of segment files deleted (or scheduled for deletion while an
-    /// iterator is alive).
+    /// iterator is alive), less the bytes of the copies appended.
     pub bytes_reclaimed: u64,
 }
 
-/// Sealed segments whose share of garbage bytes is at least
-/// `min_garbage` (0.0 ..= 1.0), most garbage first.
+/// Sealed segments whose share of dead record bytes (overwritten, removed
+/// or expired records; not pads) is at least `min_garbage` (0.0 ..= 1.0),
+/// most garbage first.
 pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
     let storage = core.log.storage();
     let active = storage.segment_of(core.log.tail());
@@ -56,8 +58,12 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
         }
         let len = storage.file_len(seg)?;
         let live = live.get(&seg).copied().unwrap_or(0);
-        let garbage = 1.0 - live as f64 / len.max(1) as f64;
-        if garbage > 0.0 && garbage >= min_garbage {
+        // Only dead records are reclaimable: the header and the pads come
+        // back with the copies.
+        let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg);
+        let dead = len.saturating_sub(overhead + live);
+        let garbage = dead as f64 / len.max(1) as f64;
+        if dead > 0 && garbage >= min_garbage {
             picked.push((garbage, seg));
         }
     }
@@ -74,22 +80,28 @@ pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
     core.log.write_out()?;
     let storage = core.log.storage();
     let picked = candidates(core, min_garbage)?;
+    let mut copied_bytes = 0;
     for &seg in &picked {
         let oldest = storage
             .list()?
             .into_iter()
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
-        report.records_copied += compact_segment(core, seg, oldest)?;
+        let (records, bytes) = compact_segment(core, seg, oldest)?;
+        report.records_copied += records;
+        copied_bytes += bytes;
     }
     // One fdatasync makes every copy durable before any segment goes.
     core.log.sync_all()?;
+    let mut deleted = 0;
     for seg in picked {
-        report.bytes_reclaimed += storage.file_len(seg)?;
+        deleted += storage.file_len(seg)?;
         core.retire(seg)?;
+        core.log.forget_pads(seg);
         report.segments += 1;
         core.compactions.fetch_add(1, Ordering::Relaxed);
     }
+    report.bytes_reclaimed = deleted.saturating_sub(copied_bytes);
     Ok(report)
 }
 
@@ -108,14 +120,14 @@ struct Found {
 }
 
 /// Copies the live records (and needed tombstones) of `seg` to the tail;
-/// returns how many were copied.
+/// returns how many were copied, and their bytes.
 ///
 /// Records are judged and copied in groups, each under the locks of the
 /// shards its keys fall in and with one append: appending record by record,
 /// the compactor would queue for the append lock behind every writer and
 /// fall far behind them.
-fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
-    let mut copied = 0;
+fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<(u64, u64)> {
+    let mut copied = (0, 0);
     let mut group: Vec<Found> = Vec::new();
     let mut group_bytes = 0;
     for_each_record(core.log.storage(), seg, |addr, record| {
@@ -129,14 +141,15 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<u64> {
         });
         group_bytes += record.header.total_len();
         if group_bytes >= GROUP_BYTES {
-            copied += compact_group(core, &group, oldest)?;
+            let (records, bytes) = compact_group(core, &group, oldest)?;
+            copied = (copied.0 + records, copied.1 + bytes);
             group.clear();
             group_bytes = 0;
         }
         Ok(())
     })?;
-    copied += compact_group(core, &group, oldest)?;
-    Ok(copied)
+    let (records, bytes) = compact_group(core, &group, oldest)?;
+    Ok((copied.0 + records, copied.1 + bytes))
 }
 
 /// What compaction does with one record of a group.
@@ -152,9 +165,11 @@ enum Fate {
     Carry,
 }
 
-fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<u64> {
+/// Judges and copies one group; returns the records copied and their
+/// bytes.
+fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64)> {
     if group.is_empty() {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let hashes: Vec<u64> = group.iter().map(|f| core.hasher.hash(&f.key)).collect();
     let mut shards: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
@@ -215,9 +230,12 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<u64> {
         })
         .collect();
     if entries.is_empty() {
-        return Ok(0);
+        return Ok((0, 0));
     }
-    let copied = entries.len() as u64;
+    let copied = (
+        entries.len() as u64,
+        entries.iter().map(|e| e.len() as u64).sum(),
+    );
     let mut addrs = vec![0; entries.len()];
     core.log.append_all(&entries, &mut addrs)?;
     let mut written = entries.iter().zip(addrs);
@@ -279,7 +297,7 @@ mod tests {
     fn compact_only(db: &Db, seg: u64, oldest: bool) -> u64 {
         let core = db.core();
         core.log.sync_all().unwrap();
-        let copied = compact_segment(core, seg, oldest).unwrap();
+        let (copied, _) = compact_segment(core, seg, oldest).unwrap();
         core.log.sync_all().unwrap();
         core.retire(seg).unwrap();
         copied

@@ -464,6 +464,9 @@ impl Db {
             // No checkpoint, or one that fails a check: replay everything.
             _ => (Index::with_capacity(options.key_capacity), 0),
         };
+        // Pads replay passes (from a checkpoint on, it misses older ones:
+        // compaction then overestimates those segments' garbage, once).
+        let mut pads = std::collections::HashMap::new();
         let tail = recovery::replay(
             &storage,
             &retired,
@@ -471,8 +474,9 @@ impl Db {
             &hasher,
             recovery::Mode::Repair,
             from,
+            &mut pads,
         )?;
-        let log = Arc::new(Log::new(storage, options.hot_bytes, tail));
+        let log = Arc::new(Log::new(storage, options.hot_bytes, tail, pads));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         let core = Arc::new(Core {
             store_id: meta.store_id,

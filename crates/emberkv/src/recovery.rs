@@ -12,6 +12,8 @@
 //! A newest segment that holds no more than a damaged header (a crash while
 //! creating it) is re-created empty.
 
+use std::collections::HashMap;
+
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, shard_of};
@@ -81,7 +83,8 @@ impl Mode<'_> {
 
 /// Replays the store's segments into `index`, from log address `from` on
 /// (0: the whole log; else a checkpoint's `covered`, a record boundary),
-/// and returns the log tail (the address the next record goes to).
+/// adds the bytes of the pads it passes to `pads` (per segment), and
+/// returns the log tail (the address the next record goes to).
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
@@ -94,6 +97,7 @@ pub(crate) fn replay(
     hasher: &KeyHasher,
     mut mode: Mode<'_>,
     from: u64,
+    pads: &mut HashMap<u64, u64>,
 ) -> Result<u64> {
     let mut segments = storage.list()?;
     // A crash between retiring a segment and deleting its file leaves it.
@@ -181,7 +185,10 @@ pub(crate) fn replay(
             }
             match next_record(storage, &mut chunk, pos, end)? {
                 Next::Pad(_) if !batch.is_empty() => break true,
-                Next::Pad(len) => pos += len,
+                Next::Pad(len) => {
+                    *pads.entry(seg).or_default() += len;
+                    pos += len;
+                }
                 Next::Record(header) => {
                     if batch.is_empty() {
                         batch_start = pos;

@@ -88,6 +88,9 @@ pub(crate) struct Log {
     committed: Condvar,
     /// Set when a write or fdatasync failed: the log refuses further writes.
     poisoned: AtomicBool,
+    /// Bytes of pad records in each segment: padding is not garbage that
+    /// compaction can reclaim (copies are padded too).
+    pad_bytes: Mutex<HashMap<u64, u64>>,
     /// Segments sealed since open; `segment_sealed` is signalled at each,
     /// waking the maintenance thread to consider compaction.
     pub(crate) sealed_segments: Mutex<u64>,
@@ -99,7 +102,12 @@ pub(crate) struct Log {
 
 impl Log {
     /// A log whose records end at `tail`, all of it already durable.
-    pub(crate) fn new(storage: Segments, hot_bytes: usize, tail: u64) -> Log {
+    pub(crate) fn new(
+        storage: Segments,
+        hot_bytes: usize,
+        tail: u64,
+        pad_bytes: HashMap<u64, u64>,
+    ) -> Log {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
@@ -138,6 +146,7 @@ impl Log {
                 dirty_segment: None,
             }),
             sealed_lengths: Mutex::new(sealed_lengths),
+            pad_bytes: Mutex::new(pad_bytes),
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -151,6 +160,16 @@ impl Log {
     /// The segment files.
     pub(crate) fn storage(&self) -> &Segments {
         &self.storage
+    }
+
+    /// Bytes of pad records in segment `seg` (as far as this log knows).
+    pub(crate) fn pad_bytes(&self, seg: u64) -> u64 {
+        self.pad_bytes.lock().get(&seg).copied().unwrap_or(0)
+    }
+
+    /// Forgets the pads of a retired segment.
+    pub(crate) fn forget_pads(&self, seg: u64) {
+        self.pad_bytes.lock().remove(&seg);
     }
 
     /// Bytes of memory held by resident hot-tier pages.
@@ -247,6 +266,8 @@ impl Log {
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
         let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
+            let seg = self.storage.segment_of(a.tail);
+            *self.pad_bytes.lock().entry(seg).or_default() += room;
             // SAFETY: append lock held; the range is above the published tail.
             unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
             a.tail = a.page.end();
