@@ -77,6 +77,9 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// Largest query buffer of one client, in bytes.
     pub client_query_buffer_limit: u64,
+    /// emberkv's hot tier (the in-memory tail of its log), in bytes; not
+    /// a redis-server option.
+    pub hot_bytes: u64,
 }
 
 impl Default for Config {
@@ -101,6 +104,7 @@ impl Default for Config {
             io_threads: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
+            hot_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -443,6 +447,19 @@ pub static PARAMS: &[Param] = &[
         },
         get: |c| c.client_query_buffer_limit.to_string(),
     },
+    Param {
+        name: "hot-bytes",
+        mutable: false,
+        set: |c, a| {
+            let n = memory(a)?;
+            if n < 4 * 1024 * 1024 {
+                return Err("hot-bytes must be at least 4mb".into());
+            }
+            c.hot_bytes = n;
+            Ok(())
+        },
+        get: |c| c.hot_bytes.to_string(),
+    },
 ];
 
 fn yes(b: bool) -> String {
@@ -623,6 +640,9 @@ Options (redis-server's names):
   --client-query-buffer-limit <n>
                             largest query buffer of a client (default 1gb)
   --save <...>              accepted and ignored (no snapshots to schedule)
+  --hot-bytes <n>           emberkv only: memory for the engine's hot tier, the
+                            in-memory tail of its log (default 64mb); older
+                            records are read from the segment files
   --version                 print the version and exit
   --help                    print this help and exit
 

@@ -144,8 +144,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
         path.display()
     );
     let opened = Instant::now();
-    let store =
-        Store::open(&path).map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
+    let store = Store::open(&path, config.hot_bytes as usize)
+        .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
     notice!(
         "Store loaded: {} keys in {:.3} seconds",
         store.db().len(),

@@ -75,14 +75,15 @@ pub fn unix_ms(t: SystemTime) -> i64 {
 }
 
 impl Store {
-    /// Opens (or creates) the store in directory `path`. The engine always
+    /// Opens (or creates) the store in directory `path` with a hot tier of
+    /// `hot_bytes`. The engine always
     /// runs with background flushing; `appendfsync always` is the server's
     /// job (see [`crate::connection`]).
     ///
     /// # Errors
     /// As for [`Db::open`].
-    pub fn open(path: &Path) -> emberkv::Result<Store> {
-        let db = Db::open(path, Options::default())?;
+    pub fn open(path: &Path, hot_bytes: usize) -> emberkv::Result<Store> {
+        let db = Db::open(path, Options::default().hot_bytes(hot_bytes))?;
         let stripes = (0..STRIPES).map(|_| Mutex::new(())).collect();
         Ok(Store {
             db,
@@ -284,7 +285,7 @@ mod tests {
     #[test]
     fn put_entry_expire_and_flush() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s")).unwrap();
+        let store = Store::open(&dir.path().join("s"), 64 << 20).unwrap();
         store.put(b"a", b"1", Expiry::Never).unwrap();
         let later = now_ms() + 100_000;
         store.put(b"b", b"2", Expiry::AtMs(later)).unwrap();
@@ -318,7 +319,7 @@ mod tests {
     #[test]
     fn lock_all_dedups_stripes() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(dir.path(), 64 << 20).unwrap();
         let keys: Vec<&[u8]> = vec![b"a", b"a", b"b"];
         let guards = store.lock_all(keys.into_iter());
         assert!(guards.len() <= 2);
