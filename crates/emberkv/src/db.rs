@@ -434,6 +434,7 @@ impl Db {
     /// # Errors
     /// - [`Error::Locked`] when another handle (this process or another)
     ///   has the store open;
+    /// - [`Error::InvalidPath`] when `path` exists and is not a directory;
     /// - [`Error::InvalidOptions`] for options out of their documented range;
     /// - [`Error::Corruption`] for damage recovery cannot cut off (a sealed
     ///   segment, a missing segment, the meta file);
@@ -786,10 +787,12 @@ impl Db {
     /// [`Error::Io`] when a segment file's size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
         let totals = self.core.index.totals();
-        let storage = self.core.log.storage();
         let mut disk_bytes = 0;
-        for seg in storage.list()? {
-            disk_bytes += storage.file_len(seg)?;
+        for entry in std::fs::read_dir(&self.core.dir)? {
+            let meta = entry?.metadata()?;
+            if meta.is_file() {
+                disk_bytes += meta.len();
+            }
         }
         Ok(Stats::new(
             totals,

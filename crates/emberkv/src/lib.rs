@@ -27,11 +27,14 @@
 //!
 //! | mode | a write returns when | survives a process crash | survives a power cut |
 //! |------|----------------------|--------------------------|----------------------|
-//! | default (`sync_writes = false`) | the record is in memory | all but at most the last `flush_interval` (100 ms by default) of writes | the same |
+//! | default (`sync_writes = false`) | the record is in memory | every write older than the flush window | the same |
 //! | `sync_writes = true` | an fdatasync covers the record (shared with concurrent writers) | every acknowledged write | every acknowledged write |
 //!
-//! In default mode what survives a crash is a prefix of the log, so of each
-//! writer's acknowledged operations. [`Db::sync`] makes everything so far
+//! The flush window is [`Options::flush_interval`] (100 ms by default, at
+//! most 1 s) plus the time of one write and fdatasync of the unflushed hot
+//! tier (at most [`Options::hot_bytes`], 64 MiB by default). In default mode
+//! what survives a crash is a prefix of the log, so of each writer's
+//! acknowledged operations. [`Db::sync`] makes everything so far
 //! durable on demand; [`Db::close`] and drop do it too.
 //!
 //! # Expiry

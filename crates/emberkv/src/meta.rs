@@ -92,9 +92,16 @@ const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 /// Takes the store's exclusive lock, creating the directory if needed.
 ///
 /// # Errors
-/// [`Error::Locked`] when another handle holds it for longer than
+/// [`Error::InvalidPath`] when `dir` exists and is not a directory;
+/// [`Error::Locked`] when another handle holds the lock for longer than
 /// [`LOCK_PATIENCE`].
 pub(crate) fn lock(dir: &Path) -> Result<File> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::InvalidPath {
+            path: dir.to_path_buf(),
+            reason: "is not a directory".into(),
+        });
+    }
     fs::create_dir_all(dir)?;
     let file = OpenOptions::new()
         .create(true)

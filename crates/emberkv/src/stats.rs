@@ -12,7 +12,8 @@ pub struct Stats {
     pub logical_bytes: u64,
     /// Bytes of the records those keys point at (headers included).
     pub live_record_bytes: u64,
-    /// Bytes of the segment files on disk.
+    /// Bytes of every file in the store's directory: segments, the index
+    /// checkpoint, metadata.
     pub disk_bytes: u64,
     /// `disk_bytes / logical_bytes` (0 for an empty store): the space
     /// amplification. Overwritten and removed records count on disk until

@@ -141,6 +141,21 @@ fn second_open_is_locked_until_the_first_closes() -> TestResult {
 }
 
 #[test]
+fn a_regular_file_is_not_a_store_directory() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"not a store")?;
+    let err = Db::open(&file, Options::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidPath { path, .. } if *path == file),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not a directory"), "{err}");
+    assert_eq!(std::fs::read(&file)?, b"not a store");
+    Ok(())
+}
+
+#[test]
 fn invalid_options_are_errors() -> TestResult {
     let dir = tempfile::tempdir()?;
     for opts in [
