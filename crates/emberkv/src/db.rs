@@ -799,6 +799,7 @@ impl Db {
             disk_bytes,
             self.core.log.resident_bytes(),
             self.core.compactions.load(Ordering::Relaxed),
+            self.core.log.commit_counts(),
         ))
     }
 

@@ -27,6 +27,13 @@ pub struct Stats {
     pub hot_bytes: usize,
     /// Segments compacted since the store was opened.
     pub compactions: u64,
+    /// Records appended since the store was opened (writes, tombstones and
+    /// compaction's copies).
+    pub records_appended: u64,
+    /// fdatasyncs of the log since the store was opened; with
+    /// `sync_writes`, `records_appended / fdatasyncs` is how many writes
+    /// each group commit covered.
+    pub fdatasyncs: u64,
 }
 
 impl Stats {
@@ -35,6 +42,7 @@ impl Stats {
         disk_bytes: u64,
         hot_bytes: usize,
         compactions: u64,
+        (records_appended, fdatasyncs): (u64, u64),
     ) -> Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         Stats {
@@ -47,6 +55,8 @@ impl Stats {
             index_bytes_per_key: ratio(totals.index_bytes as f64, totals.keys as f64),
             hot_bytes,
             compactions,
+            records_appended,
+            fdatasyncs,
         }
     }
 }

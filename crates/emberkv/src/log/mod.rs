@@ -61,6 +61,8 @@ struct Appender {
     tail: u64,
     page: Arc<Page>,
     resident_bytes: usize,
+    /// Records appended since open (pads not counted).
+    records: u64,
 }
 
 struct FlushCursor {
@@ -83,6 +85,9 @@ pub(crate) struct Log {
     /// For each segment the appender moved into but the flusher has not
     /// created yet: the length of the segment before it, for its header.
     sealed_lengths: Mutex<HashMap<u64, u64>>,
+    /// fdatasyncs that made records durable (group commits and background
+    /// flushes), since open.
+    fdatasyncs: AtomicU64,
     /// Whether a group-commit leader is flushing; waiters sleep on `committed`.
     commit_leader: Mutex<bool>,
     committed: Condvar,
@@ -137,6 +142,7 @@ impl Log {
                 tail,
                 page: Arc::clone(&page),
                 resident_bytes: len,
+                records: 0,
             }),
             pages: ArcSwap::from_pointee(vec![page]),
             tail: AtomicU64::new(tail),
@@ -147,6 +153,7 @@ impl Log {
             }),
             sealed_lengths: Mutex::new(sealed_lengths),
             pad_bytes: Mutex::new(pad_bytes),
+            fdatasyncs: AtomicU64::new(0),
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -170,6 +177,13 @@ impl Log {
     /// Forgets the pads of a retired segment.
     pub(crate) fn forget_pads(&self, seg: u64) {
         self.pad_bytes.lock().remove(&seg);
+    }
+
+    /// Records appended and fdatasyncs that made records durable, since
+    /// open: their ratio is the writes each fdatasync covered.
+    pub(crate) fn commit_counts(&self) -> (u64, u64) {
+        let records = self.appender.lock().records;
+        (records, self.fdatasyncs.load(Ordering::Relaxed))
     }
 
     /// Bytes of memory held by resident hot-tier pages.
@@ -229,6 +243,7 @@ impl Log {
             addr += entry.len() as u64;
         }
         a.tail = addr;
+        a.records += entries.len() as u64;
         self.tail.store(a.tail, Ordering::Release);
         Ok(())
     }
@@ -398,11 +413,12 @@ impl Log {
             return Ok(());
         }
         let upto = self.flushed.load(Ordering::Acquire);
-        if let Some(seg) = cursor.dirty_segment.take()
-            && let Err(e) = self.storage.sync(seg)
-        {
-            self.poisoned.store(true, Ordering::Relaxed);
-            return Err(e);
+        if let Some(seg) = cursor.dirty_segment.take() {
+            self.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.storage.sync(seg) {
+                self.poisoned.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
         }
         self.durable.fetch_max(upto, Ordering::AcqRel);
         Ok(())
