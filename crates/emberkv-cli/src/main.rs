@@ -143,11 +143,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // The reader of our output went away (`emberkv DIR export | head`):
+        // what it read was right, and there is nothing left to say.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Runs one command; `Err` is an error to report, `Ok` the exit code.
@@ -205,10 +216,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = db.compact()?;
             let disk_bytes = db.stats()?.disk_bytes;
             db.close()?;
-            println!(
-                "compacted {} segments: {} records copied, {} bytes reclaimed, {} bytes on disk",
-                report.segments, report.records_copied, report.bytes_reclaimed, disk_bytes
-            );
+            writeln!(
+                io::stdout().lock(),
+                "compacted segments: {}; records copied: {}; bytes reclaimed: {}; bytes on disk: {}",
+                report.segments,
+                report.records_copied,
+                report.bytes_reclaimed,
+                disk_bytes
+            )?;
         }
         Command::Backup { dest } => {
             let db = open(store)?;
@@ -313,7 +328,7 @@ fn check(dir: &Path) -> Result<ExitCode> {
     require_store(dir)?;
     let report = emberkv::check(dir).map_err(|e| store_error(e, "check", dir))?;
     // The report's Display lists each problem on a line of its own.
-    println!("{report}");
+    writeln!(io::stdout().lock(), "{report}")?;
     Ok(if report.is_sound() {
         ExitCode::SUCCESS
     } else {

@@ -460,7 +460,11 @@ fn compact_reclaims_overwritten_records() -> TestResult {
     db.close()?;
     let out = run(dir.path(), ["compact"])?;
     assert_code(&out, 0);
-    assert!(stdout(&out).contains("bytes reclaimed"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("bytes reclaimed: "),
+        "{}",
+        stdout(&out)
+    );
     let db = Db::open(dir.path(), opts)?;
     let after = db.stats()?.disk_bytes;
     assert!(
