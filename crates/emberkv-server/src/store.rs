@@ -11,20 +11,17 @@
 //! key holds that key's stripe while it reads and writes** (multi-key
 //! commands take their stripes in index order, so they cannot deadlock).
 //! Reads take no lock. Each write is still one engine call (one record,
-//! crash-atomic), or one [`WriteBatch`] for multi-key writes.
+//! crash-atomic), or one [`emberkv::WriteBatch`] for multi-key writes.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use emberkv::{Db, Options, WriteBatch};
+use emberkv::{Db, Options};
 use parking_lot::{Mutex, MutexGuard};
 
 /// Number of lock stripes (a power of two).
 const STRIPES: usize = 4096;
-
-/// Keys per write batch when flushing the store.
-const FLUSH_CHUNK: usize = 512;
 
 /// How a write sets the key's expiry.
 #[derive(Clone, Copy, Debug)]
@@ -161,26 +158,15 @@ impl Store {
         }
     }
 
-    /// Removes every key; returns how many were removed. O(keys): the
-    /// engine has no clear, so this lists the keys and removes them in
-    /// atomic batches of 512 (not atomic as a whole: a concurrent reader
-    /// may see some keys gone and others not yet).
+    /// Removes every key, expired ones included, and returns how many were
+    /// live: [`Db::clear`], which clears the engine's index shard by shard
+    /// (not atomic as a whole: a concurrent reader may see some keys gone
+    /// and others not yet).
     ///
     /// # Errors
-    /// As for [`Db::apply_batch`].
+    /// As for [`Db::clear`].
     pub fn flush(&self) -> emberkv::Result<u64> {
-        let keys = self.all_keys()?;
-        let mut removed = 0;
-        for chunk in keys.chunks(FLUSH_CHUNK) {
-            let _locks = self.lock_all(chunk.iter().map(Vec::as_slice));
-            let mut batch = WriteBatch::new();
-            for key in chunk {
-                batch.remove(key);
-            }
-            self.db.apply_batch(&batch)?;
-            removed += chunk.len() as u64;
-        }
-        Ok(removed)
+        self.db.clear()
     }
 
     /// Every live key, each once.

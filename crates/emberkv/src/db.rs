@@ -781,6 +781,57 @@ impl Db {
         crate::iter::scan(self, cursor, count)
     }
 
+    /// Removes every key, expired ones included (so [`Db::len`] is 0
+    /// after), and returns how many were live. Shard by shard: each shard
+    /// is cleared atomically (one append of its tombstones under its lock),
+    /// the store as a whole is not, so a concurrent reader may see some keys
+    /// gone and others not yet, and keys written meanwhile may survive.
+    /// Durable as any write.
+    ///
+    /// # Errors
+    /// As for [`Db::insert`]; shards cleared before an error stay cleared.
+    pub fn clear(&self) -> Result<u64> {
+        let core = &*self.core;
+        let mut live = 0;
+        let mut scratch = Vec::new();
+        for shard in 0..crate::index::SHARDS {
+            let mut writer = core.index.writer(shard);
+            let mut found = Vec::new();
+            for (slot, addr) in writer.occupied() {
+                let (key, current) = core.log.with_record(addr, &mut scratch, |r| {
+                    (r.key.to_vec(), Current::of(addr, r))
+                })?;
+                live += u64::from(current.is_live());
+                found.push((slot, key, current));
+            }
+            let entries: Vec<Entry<'_>> = found
+                .iter()
+                .map(|(_, key, _)| Entry {
+                    flags: FLAG_TOMBSTONE,
+                    expires_at: None,
+                    key,
+                    value: b"",
+                })
+                .collect();
+            if entries.is_empty() {
+                continue;
+            }
+            let mut addrs = vec![0; entries.len()];
+            core.log.append_all(&entries, &mut addrs)?;
+            for (slot, _, current) in &found {
+                writer.clear(*slot);
+                core.forget(&mut writer, current);
+            }
+            drop(writer);
+            if core.sync_writes {
+                let last = addrs.last().expect("not empty");
+                core.log
+                    .make_durable(last + entries.last().expect("not empty").len() as u64)?;
+            }
+        }
+        Ok(live)
+    }
+
     /// Counters of the store's size and memory (see [`Stats`]).
     ///
     /// # Errors

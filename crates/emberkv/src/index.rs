@@ -511,6 +511,19 @@ impl ShardWriter<'_> {
         None
     }
 
+    /// Every occupied slot of the shard and the address its entry holds.
+    pub(crate) fn occupied(&self) -> Vec<(Slot, u64)> {
+        self.table
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let e = e.load(Ordering::Relaxed);
+                (e != EMPTY && e != DELETED).then(|| (Slot::Occupied { slot: i }, entry_addr(e)))
+            })
+            .collect()
+    }
+
     /// Removes the key found at an occupied slot.
     pub(crate) fn clear(&mut self, slot: Slot) {
         if let Slot::Occupied { slot, .. } = slot {

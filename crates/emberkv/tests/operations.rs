@@ -329,3 +329,31 @@ fn stats_count_appended_records_and_fdatasyncs() -> TestResult {
     assert!(s.fdatasyncs >= 1 && s.fdatasyncs <= 800, "{s:?}");
     Ok(())
 }
+
+#[test]
+fn clear_removes_every_key_expired_ones_included_durably() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    for i in 0..2_000u32 {
+        db.insert(&i.to_le_bytes(), b"v")?;
+    }
+    db.insert_with_ttl(b"soon gone", b"v", Duration::from_millis(1))?;
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(db.len(), 2_001, "an expired key counts until touched");
+    assert_eq!(db.clear()?, 2_000);
+    assert_eq!(db.len(), 0);
+    assert_eq!(db.get(&7u32.to_le_bytes())?, None);
+    db.insert(b"after", b"kept")?;
+    db.close()?;
+    for replay_all in [false, true] {
+        if replay_all {
+            std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
+        }
+        let db = open(dir.path())?;
+        assert_eq!(db.len(), 1, "replay_all: {replay_all}");
+        assert_eq!(db.get(b"after")?.as_deref(), Some(&b"kept"[..]));
+        assert_eq!(db.get(&7u32.to_le_bytes())?, None);
+        db.close()?;
+    }
+    Ok(())
+}
