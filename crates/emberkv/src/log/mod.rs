@@ -28,7 +28,7 @@ mod page;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -85,6 +85,9 @@ pub(crate) struct Log {
     /// For each segment the appender moved into but the flusher has not
     /// created yet: the length of the segment before it, for its header.
     sealed_lengths: Mutex<HashMap<u64, u64>>,
+    /// Bytes the next cold get reads first: the length of the last cold
+    /// record read, at most [`COLD_READ_BYTES`].
+    cold_read_guess: AtomicUsize,
     /// fdatasyncs that made records durable (group commits and background
     /// flushes), since open.
     fdatasyncs: AtomicU64,
@@ -154,6 +157,7 @@ impl Log {
             sealed_lengths: Mutex::new(sealed_lengths),
             pad_bytes: Mutex::new(pad_bytes),
             fdatasyncs: AtomicU64::new(0),
+            cold_read_guess: AtomicUsize::new(COLD_READ_BYTES),
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -480,7 +484,15 @@ impl Log {
             return Ok(found);
         }
         drop(pages);
-        let header = read_cold(&self.storage, addr, out)?;
+        // Guess the record is as long as the last cold one: with values of
+        // similar sizes, one read of just that many bytes (a 4 KiB guess
+        // copies and zeroes four times what a 1 KiB value needs).
+        let guess = self.cold_read_guess.load(Ordering::Relaxed);
+        let header = read_cold_guessing(&self.storage, addr, out, guess)?;
+        self.cold_read_guess.store(
+            header.total_len().clamp(HEADER_BYTES, COLD_READ_BYTES),
+            Ordering::Relaxed,
+        );
         let record = Record::verify(header, out, addr)?;
         let found = Found::judge(&record, key, now_ms);
         let start = record.value_offset();
@@ -582,7 +594,18 @@ unsafe fn hot_record(page: &Page, addr: u64) -> Result<Record<'_>> {
 /// [`Error::Corruption`] when the header is invalid, names a pad, or the
 /// record runs past the end of its segment file.
 pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Result<Header> {
-    buf.resize(COLD_READ_BYTES, 0);
+    read_cold_guessing(storage, addr, buf, COLD_READ_BYTES)
+}
+
+/// [`read_cold`] with a first read of `guess` bytes (at least a header).
+fn read_cold_guessing(
+    storage: &Segments,
+    addr: u64,
+    buf: &mut Vec<u8>,
+    guess: usize,
+) -> Result<Header> {
+    buf.clear();
+    buf.resize(guess.max(HEADER_BYTES), 0);
     let n = storage.read_at(addr, buf)?;
     if n < HEADER_BYTES {
         return Err(Error::corruption(addr, "record header past end of segment"));
