@@ -27,7 +27,7 @@ use crate::clock;
 use crate::db::{Core, Current};
 use crate::error::Result;
 use crate::index::{ShardWriter, Slot, shard_of};
-use crate::record::{Entry, FLAG_TOMBSTONE};
+use crate::record::Entry;
 use crate::recovery::for_each_record;
 use crate::storage::SEGMENT_HEADER_BYTES;
 
@@ -221,12 +221,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
                 key: &f.key,
                 value: &f.value,
             }),
-            Fate::Expire(_) | Fate::Carry => Some(Entry {
-                flags: FLAG_TOMBSTONE,
-                expires_at: None,
-                key: &f.key,
-                value: b"",
-            }),
+            Fate::Expire(_) | Fate::Carry => Some(Entry::tombstone(&f.key)),
         })
         .collect();
     if entries.is_empty() {

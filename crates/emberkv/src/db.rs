@@ -219,12 +219,7 @@ impl Core {
                     }
                     return Ok(result);
                 }
-                Action::Remove => Entry {
-                    flags: FLAG_TOMBSTONE,
-                    expires_at: None,
-                    key,
-                    value: b"",
-                },
+                Action::Remove => Entry::tombstone(key),
                 Action::Put { value, expires_at } => {
                     self.check_sizes(key, value)?;
                     Entry {
@@ -806,12 +801,7 @@ impl Db {
             }
             let entries: Vec<Entry<'_>> = found
                 .iter()
-                .map(|(_, key, _)| Entry {
-                    flags: FLAG_TOMBSTONE,
-                    expires_at: None,
-                    key,
-                    value: b"",
-                })
+                .map(|(_, key, _)| Entry::tombstone(key))
                 .collect();
             if entries.is_empty() {
                 continue;

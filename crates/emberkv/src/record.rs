@@ -49,7 +49,17 @@ pub(crate) struct Entry<'a> {
     pub value: &'a [u8],
 }
 
-impl Entry<'_> {
+impl<'a> Entry<'a> {
+    /// A tombstone removing `key`.
+    pub(crate) fn tombstone(key: &'a [u8]) -> Entry<'a> {
+        Entry {
+            flags: FLAG_TOMBSTONE,
+            expires_at: None,
+            key,
+            value: b"",
+        }
+    }
+
     fn flags(&self) -> u8 {
         self.flags
             | if self.expires_at.is_some() {
@@ -236,16 +246,23 @@ impl<'a> Record<'a> {
                 ),
             ));
         }
+        Ok(Record::verified(header, bytes))
+    }
+
+    /// Splits a non-pad record held whole at the start of `bytes` whose
+    /// checksum [`Record::verify`] has already checked (replay verifies each
+    /// record as it scans, then applies it from the same buffer).
+    pub(crate) fn verified(header: Header, bytes: &'a [u8]) -> Record<'a> {
         let body = header.body_offset();
         let expires_at = (body > HEADER_BYTES)
             .then(|| u64::from_le_bytes(bytes[HEADER_BYTES..body].try_into().expect("8 bytes")));
-        let (key, value) = bytes[body..total].split_at(header.key_len);
-        Ok(Record {
+        let (key, value) = bytes[body..header.total_len()].split_at(header.key_len);
+        Record {
             header,
             expires_at,
             key,
             value,
-        })
+        }
     }
 
     /// Whether the record holds a value that is live at `now_ms` (Unix ms):
