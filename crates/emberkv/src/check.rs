@@ -93,7 +93,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     for shard in 0..SHARDS {
         let table = index.table(shard);
         for slot in 0..table.len() {
-            let Some(addr) = table.address_at(slot) else {
+            let Some(addr) = index.address_at(&table, slot) else {
                 continue;
             };
             let verdict = read_cold(&storage, addr, &mut scratch).and_then(|h| {

@@ -454,7 +454,8 @@ impl Db {
             Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
                 let present = storage.list()?;
                 let gone = |seg| retired.contains(seg) || present.binary_search(&seg).is_err();
-                let index = Index::from_images(c.images, |a| storage.segment_of(a), gone);
+                let index =
+                    Index::from_images(c.images, c.covered, |a| storage.segment_of(a), gone);
                 (index, c.covered)
             }
             // No checkpoint, or one that fails a check: replay everything.
@@ -998,5 +999,130 @@ mod tests {
         check(&db);
         db.close().unwrap();
         check(&open().unwrap());
+    }
+
+    /// Makes `dir` a store whose log starts at segment `first` of 1 MiB
+    /// segments, as if every segment below had been written and retired.
+    fn store_starting_at(dir: &Path, first: u64) -> Options {
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .hot_bytes(4 << 20)
+            .compaction_garbage(None);
+        Db::open(dir, options.clone()).unwrap().close().unwrap();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "seg") || path.ends_with("CHECKPOINT") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        manifest::store(dir, &manifest::Retired::all_below(first)).unwrap();
+        options
+    }
+
+    /// Overwrites and removes 200 keys for about 6 MiB of log, compacting
+    /// as it goes, and checks the store against a model on the way, after
+    /// a clean reopen (checkpoint) and after a full replay.
+    fn churn_from_segment(first: u64) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let options = store_starting_at(dir.path(), first);
+        let mut model = std::collections::HashMap::new();
+        let check = |db: &Db, model: &std::collections::HashMap<Vec<u8>, Vec<u8>>| {
+            assert_eq!(db.len(), model.len());
+            for i in 0..200u32 {
+                let key = format!("key{i}").into_bytes();
+                assert_eq!(db.get(&key).unwrap().as_ref(), model.get(&key), "key{i}");
+            }
+        };
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        assert_eq!(
+            db.core().log.tail() >> 20,
+            first,
+            "the log starts at the first segment not retired"
+        );
+        for round in 0..15u32 {
+            for i in 0..200u32 {
+                let key = format!("key{i}").into_bytes();
+                if (i + round) % 7 == 0 {
+                    assert_eq!(db.remove(&key).unwrap(), model.remove(&key).is_some());
+                    continue;
+                }
+                let value = format!("{i}:{round}:").repeat(200 + (i as usize * 13) % 300);
+                db.insert(&key, value.as_bytes()).unwrap();
+                model.insert(key, value.into_bytes());
+            }
+            if round % 4 == 3 {
+                db.compact().unwrap();
+            }
+            check(&db, &model);
+        }
+        assert!(db.core().log.tail() >> 20 >= first + 5);
+        db.close().unwrap();
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        check(&db, &model);
+        db.close().unwrap();
+        std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
+        let db = Db::open(dir.path(), options).unwrap();
+        check(&db, &model);
+        drop(db);
+        let report = crate::check::check(dir.path()).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".seg"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn log_addresses_cross_a_multiple_of_2_48_and_the_index_follows() {
+        // Segment 2^28 of 1 MiB starts at log address 2^48: index entries
+        // keep the low 48 bits, which wrap to 0 there.
+        let names = churn_from_segment((1 << 28) - 3);
+        assert!(names.iter().any(|n| n == "000268435460.seg"), "{names:?}");
+    }
+
+    #[test]
+    fn segment_numbers_past_twelve_digits_name_their_files() {
+        let names = churn_from_segment(1_000_000_000_000 - 3);
+        assert!(
+            names.iter().all(|n| n.len() == "1000000000000.seg".len()),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn the_end_of_the_log_address_space_is_a_clear_error_that_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        // The last segment of 1 MiB is 2^44 - 1 and is never used.
+        let options = store_starting_at(dir.path(), (1 << 44) - 3);
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        let value = vec![7u8; 10_000];
+        let mut written = 0u32;
+        let err = loop {
+            match db.insert(&written.to_le_bytes(), &value) {
+                Ok(()) => written += 1,
+                Err(e) => break e,
+            }
+            assert!(
+                written < 1000,
+                "2 MiB of address space holds under 210 records"
+            );
+        };
+        assert!(err.to_string().contains("exhausted"), "{err}");
+        assert!(written > 150, "{written}");
+        let check = |db: &Db| {
+            for i in 0..written {
+                assert_eq!(db.get(&i.to_le_bytes()).unwrap().unwrap(), value);
+            }
+        };
+        check(&db);
+        db.close().unwrap();
+        let db = Db::open(dir.path(), options).unwrap();
+        check(&db);
+        let err = db.insert(b"one more", &value).unwrap_err();
+        assert!(err.to_string().contains("exhausted"), "{err}");
+        check(&db);
     }
 }

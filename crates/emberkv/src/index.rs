@@ -7,12 +7,26 @@
 //! | bits  | field                                           |
 //! |-------|-------------------------------------------------|
 //! | 63-48 | tag: hash bits 32..48, a fingerprint of the key |
-//! | 47-0  | log address of the record                       |
+//! | 47-0  | log address of the record, modulo 2^48          |
 //!
 //! No key bytes are stored: a tag match is confirmed by comparing the key
 //! in the record, so distinct keys with equal tags both work. Entry `0` is
-//! an empty slot (address 0 is a segment header, never a record) and
-//! `u64::MAX` a deleted one (address 2^48 - 1 is never reached).
+//! an empty slot and `u64::MAX` a deleted one: no record starts at an
+//! address that is 0 or 2^48 - 1 modulo 2^48, since segments are at most
+//! 2^32 bytes, so every multiple of 2^48 starts a segment (its header),
+//! and a record never starts in the last byte of one.
+//!
+//! # Log addresses past 2^48
+//!
+//! Log addresses are 64-bit and only grow; an entry keeps their low 48
+//! bits. The full address is recovered relative to a *base*, the newest
+//! address stored give or take [`BASE_STEP`]: the entry's address is the
+//! one congruent to it modulo 2^48 within 2^47 bytes of the base (serial
+//! number arithmetic, as in RFC 1982). That is exact as long as every
+//! segment file of the store lies within [`MAX_LOG_SPAN`] (2^47 bytes,
+//! 128 TiB) of the tail, which the log enforces when it opens a segment.
+//! So the index never runs out of addresses: a store may write 2^64 bytes
+//! of log (16 EiB, 580 years at 1 GiB/s) over its life.
 //!
 //! Readers take no lock: they load the shard's table with `arc_swap` and
 //! probe it with atomic loads. Writers serialise per shard on a mutex. A
@@ -69,11 +83,16 @@ impl KeyHasher {
 /// Number of shards (a power of two).
 pub(crate) const SHARDS: usize = 256;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
-/// Bits of an entry that hold the log address.
-pub(crate) const ADDRESS_BITS: u32 = 48;
-/// Largest log address an entry can hold (exclusive bound).
-pub(crate) const MAX_ADDRESS: u64 = (1 << ADDRESS_BITS) - 1;
+/// Bits of an entry that hold the (low bits of the) log address.
+const ADDRESS_BITS: u32 = 48;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+/// Most bytes of log address space between the start of the oldest
+/// segment file and the tail: 2^47 (128 TiB). Within it, an entry's low
+/// 48 address bits identify the full address (see the module docs).
+pub(crate) const MAX_LOG_SPAN: u64 = 1 << (ADDRESS_BITS - 1);
+/// The base moves when an address stored is this far past it (1 TiB), so
+/// that writers rarely touch the cache line readers load it from.
+const BASE_STEP: u64 = 1 << 40;
 const EMPTY: u64 = 0;
 const DELETED: u64 = u64::MAX;
 const MIN_SLOTS: usize = 16;
@@ -124,12 +143,19 @@ fn tag_of(hash: u64) -> u64 {
 }
 
 fn entry(hash: u64, addr: u64) -> u64 {
-    debug_assert!(addr > 0 && addr < MAX_ADDRESS);
-    tag_of(hash) << ADDRESS_BITS | addr
+    let low = addr & ADDRESS_MASK;
+    debug_assert!(
+        low != 0 && low != ADDRESS_MASK,
+        "no record starts at {addr}"
+    );
+    tag_of(hash) << ADDRESS_BITS | low
 }
 
-fn entry_addr(e: u64) -> u64 {
-    e & ADDRESS_MASK
+/// The full log address of entry `e`: the address congruent to the
+/// entry's low 48 bits modulo 2^48 that lies within 2^47 bytes of `base`.
+fn entry_addr(e: u64, base: u64) -> u64 {
+    let delta = (e.wrapping_sub(base) & ADDRESS_MASK) << (64 - ADDRESS_BITS);
+    base.wrapping_add(((delta as i64) >> (64 - ADDRESS_BITS)) as u64)
 }
 
 fn entry_tag(e: u64) -> u64 {
@@ -161,11 +187,26 @@ impl Table {
     pub(crate) fn generation(&self) -> u32 {
         self.generation
     }
+}
 
-    /// The log address held by slot `i`, if the slot holds a key.
-    pub(crate) fn address_at(&self, i: usize) -> Option<u64> {
-        let e = self.slots[i].load(Ordering::Acquire);
-        (e != EMPTY && e != DELETED).then_some(entry_addr(e))
+/// The base that entries' addresses are widened against (see the module
+/// docs), alone on its cache line: writers change it once per [`BASE_STEP`]
+/// bytes of log, readers load it on every probe.
+#[repr(align(128))]
+struct Base(AtomicU64);
+
+impl Base {
+    fn load(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Moves the base up to `addr` if `addr` is [`BASE_STEP`] or more past
+    /// it. Called before an entry holding `addr` is published, so a reader
+    /// that sees the entry sees a base it widens correctly against.
+    fn follow(&self, addr: u64) {
+        if addr >= self.load().saturating_add(BASE_STEP) {
+            self.0.fetch_max(addr, Ordering::AcqRel);
+        }
     }
 }
 
@@ -203,7 +244,7 @@ pub(crate) struct SegmentLive {
 /// A shard's contents, written to and read from an index checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ShardImage {
-    /// The table's raw entries (a power of two of them).
+    /// The table's raw entries.
     pub entries: Vec<u64>,
     /// Live plus deleted entries.
     pub used: u64,
@@ -223,6 +264,7 @@ pub(crate) struct Totals {
 /// The sharded hash index.
 pub(crate) struct Index {
     shards: Box<[Shard]>,
+    base: Base,
 }
 
 /// Where a key sits (or would sit) in its shard's table.
@@ -238,6 +280,7 @@ pub(crate) enum Slot {
 pub(crate) struct ShardWriter<'a> {
     number: usize,
     shard: &'a Shard,
+    base: &'a Base,
     state: MutexGuard<'a, ShardState>,
     table: Arc<Table>,
 }
@@ -254,6 +297,7 @@ impl Index {
                     live: AtomicUsize::new(0),
                 })
                 .collect(),
+            base: Base(AtomicU64::new(0)),
         }
     }
 
@@ -302,9 +346,12 @@ impl Index {
     /// An index rebuilt from checkpoint images (one per shard), with the
     /// entries pointing into segments that `gone(segment)` says no longer
     /// exist turned into deleted slots and taken out of the counts.
-    /// `segment_of` maps a log address to its segment.
+    /// `covered` is the checkpoint's log address (entries lie within
+    /// [`MAX_LOG_SPAN`] of it); `segment_of` maps a log address to its
+    /// segment.
     pub(crate) fn from_images(
         images: Vec<ShardImage>,
+        covered: u64,
         segment_of: impl Fn(u64) -> u64,
         gone: impl Fn(u64) -> bool,
     ) -> Index {
@@ -330,7 +377,8 @@ impl Index {
                     .entries
                     .into_iter()
                     .map(|e| {
-                        let dropped = e != EMPTY && e != DELETED && gone(segment_of(entry_addr(e)));
+                        let dropped =
+                            e != EMPTY && e != DELETED && gone(segment_of(entry_addr(e, covered)));
                         AtomicU64::new(if dropped { DELETED } else { e })
                     })
                     .collect();
@@ -344,7 +392,10 @@ impl Index {
                 }
             })
             .collect();
-        Index { shards }
+        Index {
+            shards,
+            base: Base(AtomicU64::new(covered)),
+        }
     }
 
     /// Keys, their bytes, and the memory held by the tables (briefly
@@ -379,7 +430,7 @@ impl Index {
             }
             if e != DELETED
                 && entry_tag(e) == tag
-                && let Some(found) = probe(entry_addr(e))?
+                && let Some(found) = probe(entry_addr(e, self.base.load()))?
             {
                 return Ok(Some(found));
             }
@@ -397,6 +448,7 @@ impl Index {
         ShardWriter {
             number,
             shard,
+            base: &self.base,
             state,
             table,
         }
@@ -406,6 +458,13 @@ impl Index {
     /// shard grows meanwhile).
     pub(crate) fn table(&self, shard: usize) -> Arc<Table> {
         self.shards[shard].table.load_full()
+    }
+
+    /// The log address held by slot `i` of `table` (a table of this
+    /// index), if the slot holds a key.
+    pub(crate) fn address_at(&self, table: &Table, i: usize) -> Option<u64> {
+        let e = table.slots[i].load(Ordering::Acquire);
+        (e != EMPTY && e != DELETED).then(|| entry_addr(e, self.base.load()))
     }
 }
 
@@ -442,7 +501,7 @@ impl ShardWriter<'_> {
             }
             if e == DELETED {
                 reusable.get_or_insert(i);
-            } else if entry_tag(e) == tag && is_key(entry_addr(e))? {
+            } else if entry_tag(e) == tag && is_key(entry_addr(e, self.base.load()))? {
                 return Ok(Slot::Occupied { slot: i });
             }
             i = next(i, len);
@@ -454,6 +513,7 @@ impl ShardWriter<'_> {
     /// or fills a vacant one found by [`ShardWriter::slot`] for that key on
     /// this writer, with no other change to the shard in between.
     pub(crate) fn set(&mut self, hash: u64, slot: Slot, addr: u64) {
+        self.base.follow(addr);
         let e = entry(hash, addr);
         match slot {
             Slot::Occupied { slot, .. } => self.table.slots[slot].store(e, Ordering::Release),
@@ -513,13 +573,15 @@ impl ShardWriter<'_> {
 
     /// Every occupied slot of the shard and the address its entry holds.
     pub(crate) fn occupied(&self) -> Vec<(Slot, u64)> {
+        let base = self.base.load();
         self.table
             .slots
             .iter()
             .enumerate()
             .filter_map(|(i, e)| {
                 let e = e.load(Ordering::Relaxed);
-                (e != EMPTY && e != DELETED).then(|| (Slot::Occupied { slot: i }, entry_addr(e)))
+                (e != EMPTY && e != DELETED)
+                    .then(|| (Slot::Occupied { slot: i }, entry_addr(e, base)))
             })
             .collect()
     }
@@ -544,11 +606,12 @@ impl ShardWriter<'_> {
             grown_len(old.slots.len())
         };
         let new = Table::new(len, old.generation.wrapping_add(1));
+        let base = self.base.load();
         for e in old.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
             if e == EMPTY || e == DELETED {
                 continue;
             }
-            let mut i = home(key_hash(entry_addr(e))?, len);
+            let mut i = home(key_hash(entry_addr(e, base))?, len);
             while new.slots[i].load(Ordering::Relaxed) != EMPTY {
                 i = next(i, len);
             }
@@ -578,6 +641,10 @@ mod tests {
     impl FakeLog {
         fn put(&mut self, index: &Index, key: &[u8], hash: u64) {
             self.next += 8;
+            if self.next & ADDRESS_MASK == 0 {
+                // A segment header: no record starts there.
+                self.next += 64;
+            }
             let addr = self.next;
             self.records.insert(addr, (key.to_vec(), hash));
             let records = &self.records;
@@ -658,6 +725,76 @@ mod tests {
         }
         assert_eq!(index.len(), 0);
         assert!(index.totals().index_bytes <= SHARDS * MIN_SLOTS * 8 * 2);
+    }
+
+    #[test]
+    fn entries_widen_to_the_full_address_within_the_span() {
+        let h = 0x0123_4567_89AB_CDEF;
+        let span = MAX_LOG_SPAN as i64;
+        for base in [
+            0,
+            1 << 20,
+            (1 << 48) - 64,
+            1 << 48,
+            7 << 48 | 12345,
+            u64::MAX >> 1,
+        ] {
+            for delta in [
+                -span + 1,
+                -(1 << 40),
+                -4096,
+                -1,
+                0,
+                1,
+                4096,
+                1 << 40,
+                span - 1,
+            ] {
+                let addr = base.wrapping_add_signed(delta);
+                if addr < 64 || addr & ADDRESS_MASK == 0 || addr & ADDRESS_MASK == ADDRESS_MASK {
+                    continue;
+                }
+                let e = entry(h, addr);
+                assert_eq!(entry_tag(e), tag_of(h));
+                assert_eq!(entry_addr(e, base), addr, "base {base:#x} delta {delta}");
+            }
+        }
+    }
+
+    #[test]
+    fn lookups_and_growth_cross_an_address_that_is_a_multiple_of_2_48() {
+        let index = Index::with_capacity(16);
+        let mut log = FakeLog {
+            next: (3 << 48) - 40_000,
+            ..FakeLog::default()
+        };
+        let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
+        // 20,000 records of 8 bytes: half below 3 * 2^48, half above; the
+        // tables grow many times, rehashing entries from both sides.
+        for i in 0..10_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        for i in 0..10_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        assert!(log.next > 3 << 48);
+        assert_eq!(index.len(), 10_000);
+        for i in 0..10_000u64 {
+            let addr = log.get(&index, &i.to_le_bytes(), hash(i)).unwrap();
+            assert!(
+                addr > (3 << 48) - 40_000 + 80_000,
+                "key {i}: stale {addr:#x}"
+            );
+        }
+        // Entries of a checkpoint image widen against its address.
+        let images = (0..SHARDS).map(|s| index.image(s)).collect();
+        let loaded = Index::from_images(images, log.next, |a| a >> 20, |_| false);
+        for i in (0..10_000u64).step_by(97) {
+            assert_eq!(
+                log.get(&loaded, &i.to_le_bytes(), hash(i)),
+                log.get(&index, &i.to_le_bytes(), hash(i))
+            );
+        }
     }
 
     /// Fills an index with `n` keys (no log: addresses stand in for keys)

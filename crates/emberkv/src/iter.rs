@@ -64,7 +64,7 @@ impl Iterator for Iter<'_> {
             }
             let i = self.slot;
             self.slot += 1;
-            let Some(addr) = self.table.address_at(i) else {
+            let Some(addr) = self.db.core().index.address_at(&self.table, i) else {
                 continue;
             };
             let read = self
@@ -128,10 +128,15 @@ pub(crate) fn scan(db: &Db, cursor_in: u64, count: usize) -> Result<(Vec<Vec<u8>
         let read = |addr, scratch: &mut Vec<u8>| {
             log.with_record(addr, scratch, |r| live(r).then(|| r.key.to_vec()))
         };
-        let key = match table.address_at(slot).map(|addr| read(addr, &mut scratch)) {
+        let key = match db
+            .core()
+            .index
+            .address_at(&table, slot)
+            .map(|addr| read(addr, &mut scratch))
+        {
             // Compaction moved the record and deleted its segment since the
             // slot was read: the slot now points at the copy.
-            Some(Err(e)) if e.is_missing_file() => match table.address_at(slot) {
+            Some(Err(e)) if e.is_missing_file() => match db.core().index.address_at(&table, slot) {
                 Some(addr) => read(addr, &mut scratch)?,
                 None => None,
             },

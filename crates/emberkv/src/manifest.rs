@@ -39,6 +39,16 @@ pub(crate) struct Retired {
 }
 
 impl Retired {
+    /// Every segment below `below` retired: a store whose log starts far
+    /// into the address space (tests only).
+    #[cfg(test)]
+    pub(crate) fn all_below(below: u64) -> Retired {
+        Retired {
+            below,
+            sparse: BTreeSet::new(),
+        }
+    }
+
     /// Whether segment `seg` is retired.
     pub(crate) fn contains(&self, seg: u64) -> bool {
         seg < self.below || self.sparse.contains(&seg)

@@ -108,7 +108,9 @@ pub(crate) fn replay(
     }
     segments.retain(|&s| !retired.contains(s));
     let Some(&newest) = segments.last() else {
-        let next = (0..).find(|&s| !retired.contains(s)).expect("finite set");
+        let next = retired
+            .first_missing(0, u64::MAX)
+            .expect("the retired set is finite");
         if let Mode::Repair = mode {
             storage.create(next, 0)?;
         }

@@ -1,7 +1,8 @@
 //! The files behind the log: one segment file per `segment_bytes` of log
 //! address space, read and written by offset.
 //!
-//! A segment file is named by its segment number (`{:012}.seg`) and starts
+//! A segment file is named by its segment number in decimal, zero-padded to
+//! at least 12 digits (`{:012}.seg`; 14 digits at most), and starts
 //! with a 64-byte header:
 //!
 //! | offset | size | field                                   |
@@ -95,12 +96,11 @@ impl Segments {
             let name = entry?.file_name();
             let Some(name) = name.to_str() else { continue };
             if let Some(num) = name.strip_suffix(SEGMENT_SUFFIX)
-                && num.len() == 12
+                && num.len() >= 12
+                && num.bytes().all(|b| b.is_ascii_digit())
                 && let Ok(seg) = num.parse::<u64>()
             {
-                if self.segment_start(seg) >> self.segment_bits != seg
-                    || self.segment_start(seg + 1) > crate::index::MAX_ADDRESS
-                {
+                if seg >= self.segment_of(u64::MAX) {
                     return Err(Error::corruption(
                         0,
                         format!("segment file {name} lies beyond the log address space"),

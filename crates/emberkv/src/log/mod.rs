@@ -34,6 +34,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 pub(crate) use page::Page;
@@ -54,6 +55,19 @@ fn page_floor(addr: u64) -> u64 {
 /// leaving either no room or room for a pad.
 fn fits(room: u64, len: u64) -> bool {
     len == room || len + HEADER_BYTES as u64 <= room
+}
+
+/// The error for a log that reached the end of its 2^64-byte address space.
+fn exhausted() -> Error {
+    Error::Io(std::io::Error::other(
+        "log address space (2^64 bytes) exhausted",
+    ))
+}
+
+/// Whether a log whose oldest segment file starts at `first` may reach
+/// `end` (exclusive) without exceeding [`MAX_LOG_SPAN`].
+fn span_fits(first: u64, end: u64) -> bool {
+    end.saturating_sub(first) <= MAX_LOG_SPAN
 }
 
 struct Appender {
@@ -124,6 +138,13 @@ impl Log {
             // segment's header must say so when the flusher creates it.
             sealed_lengths.insert(seg, storage.segment_size());
         }
+        // The last segment of the address space is never written (see
+        // `next_page`): a log that filled the one before it gets an empty
+        // page there, so that every append fails as it would have.
+        if seg >= storage.segment_of(u64::MAX) {
+            let page = Arc::new(Page::new(tail, tail, 0));
+            return Log::with_page(storage, hot_bytes, tail, page, sealed_lengths, pad_bytes);
+        }
         let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
         let start = page_floor(tail);
         // The recovered tail may leave less room than a pad before the next
@@ -138,13 +159,24 @@ impl Log {
             PAGE_BYTES
         };
         let page = Arc::new(Page::new(start, tail, len));
+        Log::with_page(storage, hot_bytes, tail, page, sealed_lengths, pad_bytes)
+    }
+
+    fn with_page(
+        storage: Segments,
+        hot_bytes: usize,
+        tail: u64,
+        page: Arc<Page>,
+        sealed_lengths: HashMap<u64, u64>,
+        pad_bytes: HashMap<u64, u64>,
+    ) -> Log {
         Log {
             storage,
             hot_bytes,
             appender: Mutex::new(Appender {
                 tail,
+                resident_bytes: page.len(),
                 page: Arc::clone(&page),
-                resident_bytes: len,
                 records: 0,
             }),
             pages: ArcSwap::from_pointee(vec![page]),
@@ -302,6 +334,11 @@ impl Log {
             }
         };
         let seg = self.storage.segment_of(a.page.start());
+        let last = self.storage.segment_of(u64::MAX);
+        if seg >= last {
+            // Only the empty page of an exhausted log lies here (`Log::new`).
+            return Err(exhausted());
+        }
         let mut start = a.page.end();
         let mut bytes = page_len(0);
         // Less room than a pad is left only at a segment's end (see
@@ -309,19 +346,20 @@ impl Log {
         let same_segment = !new_segment
             && a.tail == a.page.end()
             && self.storage.segment_of(start) == seg
-            && self.storage.segment_of(start + bytes - 1) == seg;
+            && self.storage.segment_of(start.saturating_add(bytes - 1)) == seg;
         if !same_segment {
+            // The last segment of the address space is never used, so that
+            // no address computation reaches 2^64.
+            if seg + 1 >= last {
+                return Err(exhausted());
+            }
             start = self.storage.segment_start(seg + 1);
             bytes = page_len(SEGMENT_HEADER_BYTES);
+            self.check_span(start + bytes)?;
             let sealed_len = a.tail - self.storage.segment_start(seg);
             self.sealed_lengths.lock().insert(seg + 1, sealed_len);
             *self.sealed_segments.lock() += 1;
             self.segment_sealed.notify_all();
-        }
-        if start + bytes >= crate::index::MAX_ADDRESS {
-            return Err(Error::Io(std::io::Error::other(
-                "log address space (2^48 bytes) exhausted",
-            )));
         }
         self.make_room(a, bytes as usize)?;
         let mem_start = if same_segment {
@@ -339,6 +377,27 @@ impl Log {
         self.tail.store(a.tail, Ordering::Release);
         self.page_sealed.notify_one();
         Ok(())
+    }
+
+    /// Checks that a log ending at `end` keeps every segment file within
+    /// [`MAX_LOG_SPAN`] of the tail, so that index entries still name
+    /// their records (see the index's module docs). Compaction normally
+    /// keeps the span near twice the live data; only a store holding 128
+    /// TiB of segment files can fail this.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the oldest segment file is too far behind.
+    fn check_span(&self, end: u64) -> Result<()> {
+        let oldest = self.storage.list()?.first().copied();
+        match oldest.map(|seg| self.storage.segment_start(seg)) {
+            Some(first) if !span_fits(first, end) => {
+                Err(Error::Io(std::io::Error::other(format!(
+                    "the log would span more than 2^47 bytes (segment files from address {first} \
+                 to {end}): compact or remove data first"
+                ))))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Evicts flushed pages until `bytes` more fit in the hot tier, writing
@@ -624,4 +683,18 @@ fn read_cold_guessing(
     }
     buf.truncate(total);
     Ok(header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_span_is_bounded_so_index_entries_stay_unambiguous() {
+        assert!(span_fits(0, MAX_LOG_SPAN));
+        assert!(!span_fits(0, MAX_LOG_SPAN + 1));
+        assert!(span_fits(5 << 48, (5 << 48) + MAX_LOG_SPAN));
+        assert!(!span_fits(5 << 48, (6 << 48) - 1));
+        assert!(span_fits(u64::MAX - 10, u64::MAX));
+    }
 }
