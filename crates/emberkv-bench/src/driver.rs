@@ -79,6 +79,9 @@ pub struct Measurement {
     /// Fills and deletes: whether every repetition got through the whole
     /// key set at least once.
     pub completed: bool,
+    /// fsync/fdatasync calls the engine made inside the measured windows,
+    /// when it reports them ([`crate::engine::Engine::syncs`]).
+    pub syncs: Option<u64>,
 }
 
 impl Measurement {
@@ -147,6 +150,7 @@ struct PhaseOut {
     elapsed: Duration,
     latencies: Latencies,
     exhausted: bool,
+    syncs: Option<u64>,
 }
 
 impl<'a> Bench<'a> {
@@ -254,6 +258,7 @@ impl<'a> Bench<'a> {
             rep_ops_per_sec: Vec::new(),
             rounds: 0,
             completed: true,
+            syncs: Some(0),
         };
         for _ in 0..self.cfg.reps.max(1) {
             let (mut ops, mut elapsed) = (0, Duration::ZERO);
@@ -273,6 +278,7 @@ impl<'a> Bench<'a> {
                 ops += out.ops;
                 elapsed += out.elapsed;
                 m.latencies.merge(&out.latencies);
+                m.syncs = m.syncs.zip(out.syncs).map(|(a, b)| a + b);
                 if workload.shape() == Shape::Steady {
                     break;
                 }
@@ -368,7 +374,7 @@ impl<'a> Bench<'a> {
             Stop::Ops(n) => self.bar(n, workload.name()),
         };
         let this = &*self;
-        let (outs, elapsed) = thread::scope(|s| {
+        let (outs, elapsed, syncs) = thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (spec, phase, counted, done_tx) =
@@ -393,6 +399,7 @@ impl<'a> Bench<'a> {
                 phase.store(MEASURE, Ordering::Relaxed);
                 start = Instant::now();
             }
+            let syncs_before = this.engine().syncs();
             let deadline = match stop {
                 Stop::Duration(d) => start + d,
                 Stop::Ops(_) => start + Duration::from_secs(u64::MAX / 4),
@@ -408,6 +415,9 @@ impl<'a> Bench<'a> {
             });
             phase.store(STOP, Ordering::Relaxed);
             let elapsed = start.elapsed();
+            let syncs = syncs_before
+                .zip(this.engine().syncs())
+                .map(|(a, b)| b.saturating_sub(a));
             let outs: Vec<_> = handles
                 .into_iter()
                 .map(|h| {
@@ -415,7 +425,7 @@ impl<'a> Bench<'a> {
                         .unwrap_or_else(|_| Err(anyhow!("a client thread panicked")))
                 })
                 .collect();
-            (outs, elapsed)
+            (outs, elapsed, syncs)
         });
         bar.finish_and_clear();
 
@@ -424,6 +434,7 @@ impl<'a> Bench<'a> {
             elapsed,
             latencies: Latencies::default(),
             exhausted: true,
+            syncs,
         };
         let mut results = Vec::with_capacity(threads);
         for o in outs {

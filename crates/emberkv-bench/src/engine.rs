@@ -98,6 +98,14 @@ pub trait Engine: Send + Sync {
     /// Makes every completed write durable.
     fn sync(&self) -> Result<()>;
 
+    /// The number of fsync/fdatasync calls the engine has made on this
+    /// store since it was opened, if the engine reports it (`None` for
+    /// engines that do not; the harness never guesses it). The report
+    /// divides a write-only cell's operations by it: writes per sync.
+    fn syncs(&self) -> Option<u64> {
+        None
+    }
+
     /// The configuration the store runs with, naming every setting the
     /// harness changed from the engine's defaults.
     fn settings(&self) -> String;

@@ -22,7 +22,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::driver::{Config, Stop};
 use crate::engine::Durability;
 use crate::engines::{Availability, Spec};
-use crate::report::{BOARD_MD, EngineInfo, Environment, Harness, Missing, Report, Scenario};
+use crate::report::{
+    BOARD_MD, EngineInfo, Environment, Harness, Missing, Report, SCALING_PAGE, Scenario,
+};
 use crate::worker::Job;
 use crate::workload::{MIN_VALUE_BYTES, Workload};
 
@@ -42,6 +44,8 @@ const OUT_OF_CACHE_KEYS: u64 = 300_000;
 const OUT_OF_CACHE_BUDGET: u64 = 32 << 20;
 /// Directory of the SVG charts inside an output directory.
 const CHARTS: &str = "charts";
+/// Client-thread counts of the scaling page, besides the run's own.
+const SCALING_THREADS: [usize; 3] = [1, 2, 4];
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -52,21 +56,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs the board's two pages with every engine: read-heavy (readrandom
+    /// Runs the board's pages with every engine: read-heavy (readrandom
     /// and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest
-    /// on 300,000 keys with each engine's own caches bounded to 32 MiB) and
-    /// write-ingest (fillrandom, overwrite on 100,000 keys).
-    #[command(
-        long_about = "Runs the board's two pages with every engine: read-heavy \
+    /// on 300,000 keys with each engine's own caches bounded to 32 MiB),
+    /// write-ingest (fillrandom, overwrite on 100,000 keys) and scaling
+    /// (cache-resident readrandom with 1, 2 and 4 client threads besides
+    /// the run's own).
+    #[command(long_about = "Runs the board's pages with every engine: read-heavy \
         (readrandom and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest on \
-        300,000 keys with each engine's own caches bounded to 32 MiB) and write-ingest \
-        (fillrandom, overwrite on 100,000 keys). Each engine runs each scenario in its own \
-        child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
+        300,000 keys with each engine's own caches bounded to 32 MiB), write-ingest \
+        (fillrandom, overwrite on 100,000 keys) and scaling (cache-resident readrandom with \
+        1, 2 and 4 client threads besides the run's own). Each engine runs each scenario in \
+        its own child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
         2 s once and finishes in about 5 minutes on 2 cores.\n\nRocksDB is behind the \
         `rocksdb` cargo feature, since its C++ build takes many minutes: \
         `cargo run --release -p emberkv-bench --features rocksdb -- board`. Without it, \
-        the board lists rocksdb as not run."
-    )]
+        the board lists rocksdb as not run.")]
     Board {
         /// The quick board: 2 s per cell, one repetition.
         #[arg(long, conflicts_with_all = ["duration", "ops", "reps"])]
@@ -231,6 +236,7 @@ fn run(cli: Cli) -> Result<()> {
                 keys,
                 resident_budget,
                 workloads: list,
+                threads: None,
             };
             execute(&specs, &[scenario], &cfg, &common)
         }
@@ -253,13 +259,14 @@ fn run(cli: Cli) -> Result<()> {
 
 /// The board's scenarios.
 fn board_scenarios() -> Vec<Scenario> {
-    vec![
+    let mut scenarios = vec![
         Scenario {
             page: "read-heavy".to_owned(),
             name: "cache-resident".to_owned(),
             keys: RESIDENT_KEYS,
             resident_budget: None,
             workloads: vec![Workload::ReadRandom, Workload::YcsbC],
+            threads: None,
         },
         Scenario {
             page: "read-heavy".to_owned(),
@@ -267,6 +274,7 @@ fn board_scenarios() -> Vec<Scenario> {
             keys: OUT_OF_CACHE_KEYS,
             resident_budget: Some(OUT_OF_CACHE_BUDGET),
             workloads: vec![Workload::ReadRandom, Workload::ReadLatest],
+            threads: None,
         },
         Scenario {
             page: "write-ingest".to_owned(),
@@ -274,8 +282,23 @@ fn board_scenarios() -> Vec<Scenario> {
             keys: RESIDENT_KEYS,
             resident_budget: None,
             workloads: vec![Workload::FillRandom, Workload::Overwrite],
+            threads: None,
         },
-    ]
+    ];
+    // The scaling page: readrandom on the cache-resident shape with fewer
+    // client threads; the run's own thread count comes from the
+    // cache-resident scenario above.
+    for threads in SCALING_THREADS {
+        scenarios.push(Scenario {
+            page: SCALING_PAGE.to_owned(),
+            name: format!("cache-resident-{threads}t"),
+            keys: RESIDENT_KEYS,
+            resident_budget: None,
+            workloads: vec![Workload::ReadRandom],
+            threads: Some(threads),
+        });
+    }
+    scenarios
 }
 
 /// The engines called `names` (every registered engine by default), or
@@ -334,7 +357,10 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
                 engine: spec.name.to_owned(),
                 scenario: scenario.clone(),
                 durability: common.durability,
-                cfg: cfg.clone(),
+                cfg: Config {
+                    threads: scenario.threads.unwrap_or(cfg.threads),
+                    ..cfg.clone()
+                },
                 dir: dir.path().to_owned(),
                 verbose: !common.quiet,
             };

@@ -150,19 +150,30 @@ pub struct Scenario {
     pub resident_budget: Option<u64>,
     /// The workloads, in the order they run on the store.
     pub workloads: Vec<Workload>,
+    /// Client threads, when the scenario sets its own instead of the
+    /// run's (the scaling page).
+    #[serde(default)]
+    pub threads: Option<usize>,
 }
 
 impl Scenario {
-    /// `100,000 keys, cache-resident` or `300,000 keys, own caches ≤ 32 MiB`.
+    /// `100,000 keys, cache-resident` or `300,000 keys, own caches ≤ 32 MiB`,
+    /// and `, 2 threads` when the scenario sets its own thread count.
     pub fn shape(&self) -> String {
-        match self.resident_budget {
+        let threads = match self.threads {
+            Some(1) => ", 1 thread".to_owned(),
+            Some(n) => format!(", {n} threads"),
+            None => String::new(),
+        };
+        let keys = match self.resident_budget {
             Some(b) => format!(
                 "{} keys, own caches ≤ {}",
                 thousands(self.keys),
                 human_bytes(b)
             ),
             None => format!("{} keys, cache-resident", thousands(self.keys)),
-        }
+        };
+        keys + &threads
     }
 }
 
@@ -237,6 +248,10 @@ pub struct Metrics {
     pub disk_bytes: u64,
     /// Bytes of the keys and values the store holds.
     pub logical_bytes: u64,
+    /// fsync/fdatasync calls inside the measured windows, for engines
+    /// that report them.
+    #[serde(default)]
+    pub syncs: Option<u64>,
 }
 
 impl Metrics {
@@ -258,7 +273,17 @@ impl Metrics {
             completed: counted.then_some(m.completed),
             disk_bytes,
             logical_bytes,
+            syncs: m.syncs,
         }
+    }
+
+    /// Writes per fsync/fdatasync in the measured windows, for a
+    /// write-only `workload` of an engine that reports its syncs.
+    pub fn writes_per_sync(&self, workload: Workload) -> Option<f64> {
+        let syncs = self.syncs.filter(|&n| n > 0)?;
+        workload
+            .writes_only()
+            .then(|| self.ops as f64 / syncs as f64)
     }
 
     /// Bytes on disk per logical byte, when the store holds anything and
@@ -308,6 +333,9 @@ pub struct Report {
     /// Every cell, in the order run.
     pub cells: Vec<Cell>,
 }
+
+/// The board page of the thread-scaling scenarios.
+pub const SCALING_PAGE: &str = "scaling";
 
 /// File name of the whole result set in an output directory.
 pub const RESULTS_JSON: &str = "results.json";
@@ -367,7 +395,7 @@ impl Report {
         md.push_str("\n## Method\n\n");
         let _ = writeln!(
             md,
-            "{} client threads per cell; keys of {} B; values of {} B, {:.0} % of each a \
+            "{} client threads per cell (the scaling page varies them); keys of {} B; values of {} B, {:.0} % of each a \
              repeated pattern and the rest random, each value carrying its own version and \
              check word; seed {}. Every engine sees the same operation streams. Each cell \
              measures for {} after {} s of unmeasured warm-up (steady workloads), {} \
@@ -402,6 +430,10 @@ impl Report {
         }
         for page in pages {
             let _ = writeln!(md, "\n## {page}");
+            if page == SCALING_PAGE {
+                self.scaling_table(&mut md);
+                continue;
+            }
             for s in self.scenarios.iter().filter(|s| s.page == page) {
                 for &w in &s.workloads {
                     self.table(&mut md, s, w, charts);
@@ -409,6 +441,76 @@ impl Report {
             }
         }
         md
+    }
+
+    /// The scaling page: cache-resident readrandom throughput per engine
+    /// at each thread count, from the scaling scenarios and the
+    /// cache-resident scenario run at the run's own thread count.
+    fn scaling_table(&self, md: &mut String) {
+        let mut columns: Vec<(usize, &Scenario)> = self
+            .scenarios
+            .iter()
+            .filter(|s| s.resident_budget.is_none() && s.workloads.contains(&Workload::ReadRandom))
+            .filter(|s| s.page == SCALING_PAGE || s.threads.is_none())
+            .map(|s| (s.threads.unwrap_or(self.harness.threads), s))
+            .collect();
+        columns.sort_by_key(|&(t, _)| t);
+        columns.dedup_by_key(|&mut (t, _)| t);
+        let Some(&(first, _)) = columns.first() else {
+            return;
+        };
+        let (last, _) = columns[columns.len() - 1];
+        let _ = writeln!(
+            md,
+            "\nreadrandom ops/sec on {} keys, cache-resident, by client threads (the \
+             machine has {} cores). The last column is the throughput at {last} threads over \
+             the throughput at {first}.\n",
+            thousands(columns[0].1.keys),
+            self.environment.cores
+        );
+        md.push_str("| engine | kind |");
+        for (t, _) in &columns {
+            let _ = write!(md, " {t} thr |");
+        }
+        let _ = writeln!(md, " {last}/{first} |");
+        md.push_str("|---|---|");
+        md.push_str(&"---:|".repeat(columns.len() + 1));
+        md.push('\n');
+        let mut engines: Vec<(&str, Kind)> = Vec::new();
+        for c in &self.cells {
+            if !engines.iter().any(|(e, _)| *e == c.engine) {
+                engines.push((&c.engine, c.kind));
+            }
+        }
+        for (engine, kind) in engines {
+            let rates: Vec<Option<f64>> = columns
+                .iter()
+                .map(|(_, s)| {
+                    self.cells
+                        .iter()
+                        .find(|c| {
+                            c.engine == engine
+                                && c.scenario == s.name
+                                && c.workload == Workload::ReadRandom
+                        })
+                        .and_then(|c| c.metrics.as_ref().filter(|_| c.status == Status::Ok))
+                        .map(|m| m.ops_per_sec)
+                })
+                .collect();
+            if rates.iter().all(Option::is_none) {
+                continue;
+            }
+            let _ = write!(md, "| {engine} | {} |", kind_name(kind));
+            for r in &rates {
+                let shown = r.map_or("—".to_owned(), |r| thousands(r.round() as u64));
+                let _ = write!(md, " {shown} |");
+            }
+            let ratio = match (rates[0], rates[rates.len() - 1]) {
+                (Some(a), Some(b)) if a > 0.0 => format!("{:.2}x", b / a),
+                _ => "—".to_owned(),
+            };
+            let _ = writeln!(md, " {ratio} |");
+        }
     }
 
     fn engines_markdown(&self, md: &mut String) {
@@ -518,6 +620,16 @@ impl Report {
                 let _ = writeln!(notes, "- **{}: error: {e}**", c.engine);
             }
             let Some(m) = &c.metrics else { continue };
+            if let Some(per_sync) = m.writes_per_sync(c.workload) {
+                let _ = writeln!(
+                    notes,
+                    "- {}: {per_sync:.1} writes per fsync/fdatasync ({} writes, {} syncs in \
+                     the measured window, as the engine reports them).",
+                    c.engine,
+                    thousands(m.ops),
+                    thousands(m.syncs.unwrap_or(0))
+                );
+            }
             match (m.rounds, m.completed) {
                 (Some(_), Some(false)) => {
                     let _ = writeln!(
@@ -731,6 +843,7 @@ mod tests {
             completed,
             disk_bytes: 2_000,
             logical_bytes: 1_000,
+            syncs: None,
         }
     }
 
@@ -773,6 +886,7 @@ mod tests {
                 keys: 100_000,
                 resident_budget: Some(32 << 20),
                 workloads: vec![Workload::FillRandom, Workload::ReadSeq],
+                threads: None,
             }],
             engines: Vec::new(),
             missing: vec![Missing {
@@ -793,7 +907,10 @@ mod tests {
                     Kind::Store,
                     Workload::FillRandom,
                     Status::Ok,
-                    Some(metrics(1_000.0, Some(4), Some(true))),
+                    Some(Metrics {
+                        syncs: Some(200),
+                        ..metrics(1_000.0, Some(4), Some(true))
+                    }),
                 ),
                 cell(
                     "ceil",
@@ -838,6 +955,11 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("fast: 4 passes over the key set"), "{md}");
+        assert!(
+            md.contains("- fast: 6.2 writes per fsync/fdatasync (1,234 writes, 200 syncs"),
+            "{md}"
+        );
+        assert!(!md.contains("slow: 6.2 writes"), "{md}");
         assert!(md.contains("**bad: error: wrong value**"), "{md}");
         assert!(
             md.contains(
@@ -895,6 +1017,62 @@ mod tests {
         assert_eq!(
             filesystem_of(Path::new("/work"), mounts),
             "ext4 (/dev/vda on /)"
+        );
+    }
+
+    #[test]
+    fn the_scaling_page_lines_up_thread_counts_per_engine() {
+        let mut r = report();
+        let scenario = |name: &str, threads: Option<usize>| Scenario {
+            page: if threads.is_some() {
+                SCALING_PAGE
+            } else {
+                "read-heavy"
+            }
+            .to_owned(),
+            name: name.to_owned(),
+            keys: 100_000,
+            resident_budget: None,
+            workloads: vec![Workload::ReadRandom],
+            threads,
+        };
+        r.scenarios = vec![
+            scenario("resident", None),
+            scenario("resident-1t", Some(1)),
+            scenario("resident-2t", Some(2)),
+        ];
+        r.cells.clear();
+        for (name, rate) in [
+            ("resident-1t", 100.0),
+            ("resident-2t", 180.0),
+            ("resident", 300.0),
+        ] {
+            let mut c = cell("kv", Kind::Store, Workload::ReadRandom, Status::Ok, None);
+            c.scenario = name.to_owned();
+            c.metrics = Some(metrics(rate, None, None));
+            r.cells.push(c);
+        }
+        let mut c = cell("other", Kind::Store, Workload::ReadRandom, Status::Ok, None);
+        c.scenario = "resident-2t".to_owned();
+        c.metrics = Some(metrics(50.0, None, None));
+        r.cells.push(c);
+        let md = r.markdown(None);
+        assert!(
+            md.contains("| engine | kind | 1 thr | 2 thr | 8 thr | 8/1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| kv | store | 100 | 180 | 300 | 3.00x |"),
+            "{md}"
+        );
+        assert!(md.contains("| other | store | — | 50 | — | — |"), "{md}");
+        assert!(
+            md.contains("### readrandom — 100,000 keys, cache-resident\n"),
+            "{md}"
+        );
+        assert!(
+            !md.contains("### readrandom — 100,000 keys, cache-resident, 1 thread"),
+            "{md}"
         );
     }
 }

@@ -260,6 +260,15 @@ impl Workload {
         }
     }
 
+    /// Whether every operation of the workload is a write (insert or
+    /// remove), so that operations per sync is writes per sync.
+    pub fn writes_only(self) -> bool {
+        matches!(
+            self,
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::DeleteRandom
+        )
+    }
+
     /// Whether the workload needs ordered scans.
     pub fn needs_scans(self) -> bool {
         matches!(self, Workload::ReadSeq | Workload::YcsbE)

@@ -70,6 +70,10 @@ impl Engine for Emberkv {
         Ok(self.db.sync()?)
     }
 
+    fn syncs(&self) -> Option<u64> {
+        self.db.stats().ok().map(|s| s.fdatasyncs)
+    }
+
     fn settings(&self) -> String {
         self.settings.clone()
     }
