@@ -395,6 +395,48 @@ fn a_full_disk_under_default_durability_leaves_the_background_threads_working() 
     Ok(())
 }
 
+#[test]
+fn compaction_on_a_full_disk_needs_room_for_one_segments_copies_not_all() -> TestResult {
+    let Some(fs) = tmpfs(16 << 20) else {
+        return Ok(());
+    };
+    let filler = fs.path().join("filler");
+    std::fs::write(&filler, vec![1u8; 2 << 20])?;
+    let store = fs.path().join("store");
+    let opts = small(true).compaction_garbage(None);
+    let db = Db::open(&store, opts.clone())?;
+    let mut grown = grow_and_overwrite(&db, 2);
+    assert!(is_disk_full(&grown.error), "{:?}", grown.error);
+    let full = db.stats()?;
+    eprintln!(
+        "full after {} keys: {} bytes on disk for {} live",
+        grown.versions.len(),
+        full.disk_bytes,
+        full.live_record_bytes
+    );
+    // 2 MiB: more than the copies of one 1 MiB segment's live records, and
+    // less than those of all the segments `compact` takes (every one with
+    // garbage).
+    assert!(full.live_record_bytes > 3 << 20, "{full:?}");
+    std::fs::remove_file(&filler)?;
+    let report = db.compact()?;
+    let reclaimed = db.stats()?;
+    eprintln!("{report:?}; then {} bytes on disk", reclaimed.disk_bytes);
+    assert_reclaimed(&full, &reclaimed);
+    grown.overwrite(&db)?;
+    grown.check(&db)?;
+    let outcome = grown.failed_outcome(&db)?;
+    db.close()?;
+    let db = Db::open(&store, opts)?;
+    grown.check(&db)?;
+    assert_eq!(
+        grown.failed_outcome(&db)?,
+        outcome,
+        "the failed write changed at reopen"
+    );
+    Ok(())
+}
+
 // ------------------------------------------------------ file descriptors
 
 const ENV_FD_CHILD: &str = "EMBERKV_FD_CHILD";
