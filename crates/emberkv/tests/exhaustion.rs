@@ -1,6 +1,6 @@
 //! Running out: disk space, file descriptors, and the size limits.
 //!
-//! The disk-full tests mount a small tmpfs (we run as root in CI; where
+//! The disk-full tests mount a small tmpfs (which takes root; where
 //! mounting is not allowed they print `skipped: <reason>` and pass) and fill
 //! it with a store's writes after a filler file has taken part of it, then
 //! delete the filler. The file-descriptor tests re-run this test binary as
@@ -588,7 +588,7 @@ fn a_store_with_more_segments_than_file_descriptors_fails_cleanly() -> TestResul
 #[test]
 fn running_out_of_file_descriptors_fails_writes_cleanly_until_some_are_freed() -> TestResult {
     let dir = tempfile::tempdir()?;
-    run_fd_child("write", dir.path())?;
+    eprintln!("{}", run_fd_child("write", dir.path())?);
     Ok(())
 }
 

@@ -544,8 +544,8 @@ fn checker_rejects_every_wrong_result_in_a_sequential_history() {
 
 #[test]
 fn checker_handles_a_long_concurrent_history() {
-    // 8 overlapping "threads" of 500 operations each: the shape of one key's
-    // history in the store test, several times longer.
+    // 4,000 operations, each overlapping about eight others: the length of
+    // the longest key's history in the store test.
     let mut rng = Rng(3);
     let ops = sequential_ops(&mut rng, 4_000);
     let history: Vec<Event> = ops
