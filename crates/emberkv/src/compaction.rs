@@ -81,7 +81,8 @@ pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
     let storage = core.log.storage();
     let picked = candidates(core, min_garbage)?;
     let mut copied_bytes = 0;
-    for &seg in &picked {
+    let mut deleted = 0;
+    for seg in picked {
         let oldest = storage
             .list()?
             .into_iter()
@@ -90,11 +91,11 @@ pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
         let (records, bytes) = compact_segment(core, seg, oldest)?;
         report.records_copied += records;
         copied_bytes += bytes;
-    }
-    // One fdatasync makes every copy durable before any segment goes.
-    core.log.sync_all()?;
-    let mut deleted = 0;
-    for seg in picked {
+        // The copies, and the records that made the rest garbage, are made
+        // durable before the segment goes; it goes at once, so the pass
+        // needs free space for one segment's copies, not for all of them
+        // (on a full disk, all of them may not fit).
+        core.log.sync_all()?;
         deleted += storage.file_len(seg)?;
         core.retire(seg)?;
         core.log.forget_pads(seg);

@@ -510,8 +510,14 @@ impl Db {
     /// # Errors
     /// [`Error::KeyTooLarge`] above [`MAX_KEY_BYTES`], [`Error::ValueTooLarge`]
     /// above [`MAX_VALUE_BYTES`] (or what one segment holds); nothing is
-    /// written then. [`Error::Closed`] after a failed write or fdatasync;
-    /// [`Error::Io`].
+    /// written then. [`Error::Io`] when writing the log fails: for lack of
+    /// disk space or file descriptors (`ENOSPC`, `EDQUOT`, `EMFILE`,
+    /// `ENFILE`) writes fail while it lasts and succeed again once there is
+    /// room; after any other failure, or a failed fdatasync, the store
+    /// refuses writes with [`Error::Closed`] until it is reopened. A write
+    /// that returned an I/O error may still have taken effect: it is
+    /// visible, and the next successful flush makes it durable (a crash or
+    /// failed close before that loses it).
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put(key, value, None)
     }
@@ -877,7 +883,9 @@ impl Db {
     ///
     /// # Errors
     /// [`Error::Io`] when the write or fdatasync fails (the store then
-    /// refuses further writes), [`Error::Closed`] after an earlier failure.
+    /// refuses further writes, unless a write failed for lack of space or
+    /// file descriptors, see [`Db::insert`]), [`Error::Closed`] after such
+    /// a failure.
     pub fn sync(&self) -> Result<()> {
         self.core.log.sync_all()
     }

@@ -90,10 +90,11 @@ pub enum Error {
         reason: String,
     },
 
-    /// The store was closed, or an earlier write or fsync failed and the
-    /// store refuses further writes rather than pretend they are durable
-    /// (the fjall "poison" rule).
-    #[error("store is closed")]
+    /// An earlier fdatasync (or a write, for another reason than a lack of
+    /// space or file descriptors) failed, and the store refuses further
+    /// writes rather than pretend they are durable (the fjall "poison"
+    /// rule); reopening it recovers what the segment files hold.
+    #[error("store refuses writes after a failed fdatasync or write; reopen it")]
     Closed,
 }
 
@@ -102,6 +103,19 @@ impl Error {
     /// compaction after its address was read from the index).
     pub(crate) fn is_missing_file(&self) -> bool {
         matches!(self, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+
+    /// Whether this is a lack of disk space, quota or file descriptors: a
+    /// write that failed for it wrote nothing a retry would not write again,
+    /// and can be retried once there is room.
+    pub(crate) fn is_exhaustion(&self) -> bool {
+        /// `ENFILE` and `EMFILE` (the same on Linux, the BSDs and macOS),
+        /// which have no `io::ErrorKind` of their own.
+        const OUT_OF_FILES: [i32; 2] = [23, 24];
+        matches!(self, Error::Io(e) if matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) || e.raw_os_error().is_some_and(|n| OUT_OF_FILES.contains(&n)))
     }
 
     pub(crate) fn corruption(offset: u64, reason: impl Into<String>) -> Self {

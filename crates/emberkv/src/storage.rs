@@ -144,10 +144,18 @@ impl Segments {
                 "segment file to be created already holds records",
             ));
         }
-        file.set_len(0)?;
-        file.write_all_at(&self.header(seg, prev_len), 0)?;
-        file.sync_all()?;
-        sync_dir(&self.dir)?;
+        let written = (|| {
+            file.set_len(0)?;
+            file.write_all_at(&self.header(seg, prev_len), 0)?;
+            file.sync_all()?;
+            sync_dir(&self.dir)
+        })();
+        if let Err(e) = written {
+            // Leave no file without a sound header for a retry to open as
+            // it is (a full disk can fail the header's write).
+            let _ = std::fs::remove_file(self.path(seg));
+            return Err(e);
+        }
         let file = Arc::new(file);
         self.files.write().insert(seg, Arc::clone(&file));
         Ok(file)

@@ -249,8 +249,8 @@ impl Log {
     /// order of their index updates.
     ///
     /// # Errors
-    /// [`Error::Closed`] when an earlier write failed; I/O errors when the
-    /// hot tier is full and flushing to make room fails.
+    /// [`Error::Closed`] when the log is poisoned; I/O errors when the hot
+    /// tier is full and flushing to make room fails.
     pub(crate) fn append(&self, entry: &Entry<'_>) -> Result<u64> {
         let mut addrs = [0];
         self.append_all(std::slice::from_ref(entry), &mut addrs)?;
@@ -428,7 +428,7 @@ impl Log {
         if from >= target {
             return Ok(from);
         }
-        let result = (|| {
+        let result: Result<u64> = (|| {
             let pages = self.pages.load();
             for page in pages.iter() {
                 let lo = from.max(page.mem_start());
@@ -440,13 +440,15 @@ impl Log {
                 if cursor.dirty_segment.is_some_and(|d| d != seg) {
                     // Make a segment durable before writing the next one, so
                     // that the surviving log is always a prefix.
-                    self.storage
-                        .sync(cursor.dirty_segment.take().expect("some"))?;
+                    self.sync_segment(cursor.dirty_segment.take().expect("some"))?;
                 }
                 if cursor.dirty_segment.is_none() {
+                    // The sealed length is forgotten only once the segment
+                    // exists: a creation that failed is tried again.
                     self.storage.open_or_create(seg, || {
-                        self.sealed_lengths.lock().remove(&seg).unwrap_or(0)
+                        self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
                     })?;
+                    self.sealed_lengths.lock().remove(&seg);
                 }
                 // SAFETY: `lo..hi` is below the `Acquire`-loaded tail, so it
                 // was fully written and is never written again.
@@ -462,10 +464,25 @@ impl Log {
                 Ok(upto)
             }
             Err(e) => {
-                self.poisoned.store(true, Ordering::Relaxed);
+                // For lack of space or file descriptors nothing was written
+                // that the next flush, from `flushed` on, will not write
+                // again: writes fail until there is room, then go on. Any
+                // other failure poisons the log.
+                if !e.is_exhaustion() {
+                    self.poisoned.store(true, Ordering::Relaxed);
+                }
                 Err(e)
             }
         }
+    }
+
+    /// fdatasyncs segment `seg`. A failure poisons the log whatever its
+    /// cause: after a failed fdatasync the kernel may have dropped the dirty
+    /// pages, and a second one could succeed without writing them.
+    fn sync_segment(&self, seg: u64) -> Result<()> {
+        self.storage
+            .sync(seg)
+            .inspect_err(|_| self.poisoned.store(true, Ordering::Relaxed))
     }
 
     /// Writes out and fdatasyncs everything published so far.
@@ -478,10 +495,7 @@ impl Log {
         let upto = self.flushed.load(Ordering::Acquire);
         if let Some(seg) = cursor.dirty_segment.take() {
             self.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.storage.sync(seg) {
-                self.poisoned.store(true, Ordering::Relaxed);
-                return Err(e);
-            }
+            self.sync_segment(seg)?;
         }
         self.durable.fetch_max(upto, Ordering::AcqRel);
         Ok(())
