@@ -61,11 +61,21 @@ impl<W: Write> Crc<W> {
 /// durable record boundary read before this call).
 ///
 /// # Errors
-/// [`Error::Io`]; the previous checkpoint is left in place then.
+/// [`Error::Io`]; the previous checkpoint is left in place then, and the
+/// partial temporary file removed.
 pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()> {
     let tmp = dir.join(TMP);
+    write_to(&tmp, store_id, index, covered).inspect_err(|_| {
+        // Best effort: the next checkpoint truncates it anyway.
+        let _ = fs::remove_file(&tmp);
+    })?;
+    fs::rename(&tmp, dir.join(FILE))?;
+    sync_dir(dir)
+}
+
+fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()> {
     let mut out = Crc {
-        inner: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
+        inner: BufWriter::with_capacity(1 << 20, File::create(tmp)?),
         crc: Crc32c::new(),
     };
     out.put(MAGIC)?;
@@ -91,8 +101,7 @@ pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> R
     let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
     file.write_all(&crc.to_le_bytes())?;
     file.sync_all()?;
-    fs::rename(&tmp, dir.join(FILE))?;
-    sync_dir(dir)
+    Ok(())
 }
 
 /// A checkpoint read back: the address replay starts from, and the shards.

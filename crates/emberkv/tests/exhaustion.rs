@@ -199,6 +199,29 @@ fn a_store_closed_on_a_full_disk_reopens_for_reads_and_for_writes_once_space_is_
     Ok(())
 }
 
+#[test]
+fn a_checkpoint_that_finds_the_disk_full_leaves_no_temporary_file() -> TestResult {
+    let Some(fs) = tmpfs(4 << 20) else {
+        return Ok(());
+    };
+    let store = fs.path().join("store");
+    let opts = small(true).compaction_garbage(None);
+    let db = Db::open(&store, opts.clone())?;
+    for i in 0..100 {
+        db.insert(&key(i), &value(i, 0))?;
+    }
+    // Everything is durable; only the checkpoint at close needs room.
+    fill_up(&fs.path().join("filler"))?;
+    let closed = db.close().unwrap_err();
+    assert!(is_disk_full(&closed), "{closed:?}");
+    assert!(!store.join("CHECKPOINT.tmp").exists());
+    std::fs::remove_file(fs.path().join("filler"))?;
+    let db = Db::open(&store, opts)?;
+    check(&db, 100, 0)?;
+    db.close()?;
+    Ok(())
+}
+
 /// Takes every free byte of the file system at `path`.
 fn fill_up(path: &Path) -> std::io::Result<()> {
     use std::io::Write;
