@@ -17,19 +17,20 @@
 //! | size | field |
 //! |-----:|-------|
 //! | 8 | magic `EMBERCKP` |
-//! | 4 | format version |
+//! | 4 | checkpoint layout version ([`VERSION`]) |
 //! | 8 | store id (from `emberkv.meta`; a copy from another store is ignored) |
 //! | 8 | `covered`: replay starts here |
 //! | 4 | number of shards |
 //! | per shard: 8 | number of entries `n` |
 //! | 8 | used slots |
 //! | 4 | number of segments `m` with live records |
-//! | 32 * m | per segment: number, keys, record bytes, logical bytes |
+//! | 40 * m | per segment: number, keys, record bytes, logical bytes, keys with an expiry |
 //! | 8 * n | the entries |
 //! | 4 | CRC32C of everything before it |
 //!
 //! Anything that fails a check (checksum, bounds, store id, a `covered`
-//! beyond the log) makes open ignore the checkpoint and replay everything.
+//! beyond the log, another layout version) makes open ignore the
+//! checkpoint and replay everything.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -43,6 +44,10 @@ use crate::storage::sync_dir;
 const FILE: &str = "CHECKPOINT";
 const TMP: &str = "CHECKPOINT.tmp";
 const MAGIC: &[u8; 8] = b"EMBERCKP";
+/// The layout of `CHECKPOINT`: 2 added the count of keys with an expiry
+/// per segment. A checkpoint of another layout is ignored (open replays
+/// the log instead), so a store written by an older build opens as usual.
+const VERSION: u32 = 2;
 
 /// A writer that checksums what passes through it.
 struct Crc<W> {
@@ -79,7 +84,7 @@ fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()
         crc: Crc32c::new(),
     };
     out.put(MAGIC)?;
-    out.put(&crate::FORMAT_VERSION.to_le_bytes())?;
+    out.put(&VERSION.to_le_bytes())?;
     out.put(&store_id.to_le_bytes())?;
     out.put(&covered.to_le_bytes())?;
     out.put(&(SHARDS as u32).to_le_bytes())?;
@@ -89,7 +94,7 @@ fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()
         out.put(&image.used.to_le_bytes())?;
         out.put(&(image.live.len() as u32).to_le_bytes())?;
         for (seg, l) in &image.live {
-            for v in [*seg, l.keys, l.record_bytes, l.logical_bytes] {
+            for v in [*seg, l.keys, l.record_bytes, l.logical_bytes, l.expiring] {
                 out.put(&v.to_le_bytes())?;
             }
         }
@@ -137,8 +142,8 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
     if r.take(8)? != MAGIC {
         return Err(bad(0, "bad magic"));
     }
-    if r.u32()? != crate::FORMAT_VERSION {
-        return Err(bad(8, "another format version"));
+    if r.u32()? != VERSION {
+        return Err(bad(8, "another layout version"));
     }
     if r.u64()? != store_id {
         return Err(bad(12, "written by another store"));
@@ -156,7 +161,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
             return Err(bad(r.at, "impossible table size"));
         }
         // Bounds before allocating: the counts must fit in what is left.
-        if m * 32 + n * 8 > (r.bytes.len() - r.at) as u64 {
+        if m * 40 + n * 8 > (r.bytes.len() - r.at) as u64 {
             return Err(bad(r.at, "counts exceed the file"));
         }
         let mut live = Vec::with_capacity(m as usize);
@@ -166,6 +171,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
                 keys: r.u64()?,
                 record_bytes: r.u64()?,
                 logical_bytes: r.u64()?,
+                expiring: r.u64()?,
             };
             live.push((seg, l));
         }

@@ -308,13 +308,23 @@ impl Core {
     pub(crate) fn count(&self, writer: &mut ShardWriter<'_>, addr: u64, entry: &Entry<'_>) {
         let seg = self.log.storage().segment_of(addr);
         let logical = entry.key.len() + entry.value.len();
-        writer.add_live(seg, entry.len() as u64, logical as u64);
+        writer.add_live(
+            seg,
+            entry.len() as u64,
+            logical as u64,
+            entry.expires_at.is_some(),
+        );
     }
 
     /// Stops counting a key's previous record as live.
     pub(crate) fn forget(&self, writer: &mut ShardWriter<'_>, old: &Current) {
         let seg = self.log.storage().segment_of(old.addr);
-        writer.remove_live(seg, old.record_bytes, old.logical_bytes);
+        writer.remove_live(
+            seg,
+            old.record_bytes,
+            old.logical_bytes,
+            old.expires_at.is_some(),
+        );
     }
 
     fn key_hash_at(&self, addr: u64) -> Result<u64> {

@@ -225,6 +225,8 @@ struct ShardState {
     record_bytes: u64,
     /// Bytes of the keys and values of those records.
     logical_bytes: u64,
+    /// Entries whose record carries an expiry time.
+    expiring: u64,
     /// The same, per segment: for choosing what to compact, and for
     /// dropping a retired segment's entries from a loaded checkpoint.
     live_by_segment: HashMap<u64, SegmentLive>,
@@ -239,6 +241,8 @@ pub(crate) struct SegmentLive {
     pub record_bytes: u64,
     /// Bytes of their keys and values.
     pub logical_bytes: u64,
+    /// Those of the entries whose record carries an expiry time.
+    pub expiring: u64,
 }
 
 /// A shard's contents, written to and read from an index checkpoint.
@@ -256,6 +260,7 @@ pub(crate) struct ShardImage {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Totals {
     pub keys: usize,
+    pub expiring: u64,
     pub record_bytes: u64,
     pub logical_bytes: u64,
     pub index_bytes: usize,
@@ -371,6 +376,7 @@ impl Index {
                     keys += l.keys as usize;
                     state.record_bytes += l.record_bytes;
                     state.logical_bytes += l.logical_bytes;
+                    state.expiring += l.expiring;
                     state.live_by_segment.insert(seg, l);
                 }
                 let slots: Box<[AtomicU64]> = image
@@ -405,6 +411,7 @@ impl Index {
         for shard in self.shards.iter() {
             let state = shard.writer.lock();
             t.keys += shard.live.load(Ordering::Relaxed);
+            t.expiring += state.expiring;
             t.record_bytes += state.record_bytes;
             t.logical_bytes += state.logical_bytes;
             t.index_bytes += shard.table.load().slots.len() * size_of::<AtomicU64>();
@@ -528,25 +535,32 @@ impl ShardWriter<'_> {
     }
 
     /// Counts a record of `record` bytes in segment `segment`, holding
-    /// `logical` bytes of key and value, as live.
-    pub(crate) fn add_live(&mut self, segment: u64, record: u64, logical: u64) {
+    /// `logical` bytes of key and value, as live; `expiring` when it
+    /// carries an expiry time.
+    pub(crate) fn add_live(&mut self, segment: u64, record: u64, logical: u64, expiring: bool) {
+        let expiring = u64::from(expiring);
         self.state.record_bytes += record;
         self.state.logical_bytes += logical;
+        self.state.expiring += expiring;
         let live = self.state.live_by_segment.entry(segment).or_default();
         live.keys += 1;
         live.record_bytes += record;
         live.logical_bytes += logical;
+        live.expiring += expiring;
     }
 
     /// Takes back what [`ShardWriter::add_live`] counted.
-    pub(crate) fn remove_live(&mut self, segment: u64, record: u64, logical: u64) {
+    pub(crate) fn remove_live(&mut self, segment: u64, record: u64, logical: u64, expiring: bool) {
+        let expiring = u64::from(expiring);
         let state = &mut *self.state;
         state.record_bytes -= record;
         state.logical_bytes -= logical;
+        state.expiring -= expiring;
         if let Some(live) = state.live_by_segment.get_mut(&segment) {
             live.keys -= 1;
             live.record_bytes -= record;
             live.logical_bytes -= logical;
+            live.expiring -= expiring;
             if live.keys == 0 {
                 state.live_by_segment.remove(&segment);
             }

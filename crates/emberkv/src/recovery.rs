@@ -333,15 +333,17 @@ fn apply(
     let slot = writer.slot(
         hash,
         |addr| {
-            let (bytes, logical, same) = with_chunk_record(storage, chunk, scratch, addr, |r| {
-                (
-                    r.header.total_len() as u64,
-                    (r.key.len() + r.value.len()) as u64,
-                    r.key == record.key,
-                )
-            })?;
+            let (bytes, logical, expiring, same) =
+                with_chunk_record(storage, chunk, scratch, addr, |r| {
+                    (
+                        r.header.total_len() as u64,
+                        (r.key.len() + r.value.len()) as u64,
+                        r.expires_at.is_some(),
+                        r.key == record.key,
+                    )
+                })?;
             if same {
-                replaced = Some((storage.segment_of(addr), bytes, logical));
+                replaced = Some((storage.segment_of(addr), bytes, logical, expiring));
             }
             Ok(same)
         },
@@ -351,8 +353,8 @@ fn apply(
             })
         },
     )?;
-    if let Some((seg, bytes, logical)) = replaced {
-        writer.remove_live(seg, bytes, logical);
+    if let Some((seg, bytes, logical, expiring)) = replaced {
+        writer.remove_live(seg, bytes, logical, expiring);
     }
     if record.header.is_tombstone() {
         writer.clear(slot);
@@ -362,6 +364,7 @@ fn apply(
             storage.segment_of(pos),
             record.header.total_len() as u64,
             (record.key.len() + record.value.len()) as u64,
+            record.expires_at.is_some(),
         );
     }
     Ok(())

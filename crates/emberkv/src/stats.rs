@@ -8,6 +8,11 @@ use crate::index::Totals;
 pub struct Stats {
     /// Keys in the index (see [`crate::Db::len`]).
     pub keys: usize,
+    /// Those of them whose newest record carries an expiry time (set by
+    /// [`crate::Db::insert_with_ttl`], [`crate::Db::expire`] and the like),
+    /// including expired keys not yet touched or compacted, as
+    /// [`crate::Db::len`] counts them. Redis calls this `expires`.
+    pub expiring_keys: u64,
     /// Bytes of the keys and values of those keys: the logical size.
     pub logical_bytes: u64,
     /// Bytes of the records those keys point at (headers included).
@@ -47,6 +52,7 @@ impl Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         Stats {
             keys: totals.keys,
+            expiring_keys: totals.expiring,
             logical_bytes: totals.logical_bytes,
             live_record_bytes: totals.record_bytes,
             disk_bytes,

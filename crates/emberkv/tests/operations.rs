@@ -357,3 +357,56 @@ fn clear_removes_every_key_expired_ones_included_durably() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn stats_count_keys_with_an_expiry_across_writes_reopens_and_compaction() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let opts = || Options::default().compaction_garbage(None);
+    let db = Db::open(dir.path(), opts())?;
+    let expiring = |db: &Db| db.stats().map(|s| s.expiring_keys);
+    let long = Duration::from_secs(1000);
+    db.insert(b"a", b"1")?;
+    db.insert_with_ttl(b"b", b"2", long)?;
+    db.insert_with_ttl(b"c", b"3", long)?;
+    assert_eq!(expiring(&db)?, 2);
+    assert!(db.persist(b"b")?);
+    assert!(db.expire(b"a", long)?);
+    db.insert(b"c", b"plain again")?;
+    assert_eq!(expiring(&db)?, 1, "a");
+    db.update(b"a", |_| Some(b"kept ttl".to_vec()))?;
+    let mut batch = WriteBatch::new();
+    batch.insert(b"e", b"5");
+    batch.remove(b"b");
+    db.apply_batch(&batch)?;
+    assert_eq!(
+        expiring(&db)?,
+        1,
+        "update keeps the ttl; batches write none"
+    );
+    db.insert_with_ttl(b"d", b"4", Duration::from_millis(1))?;
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(
+        (db.len(), expiring(&db)?),
+        (4, 2),
+        "expired d counts until touched"
+    );
+    assert!(db.remove(b"a")?);
+    assert_eq!(expiring(&db)?, 1);
+    db.close()?;
+    for replay_all in [false, true] {
+        if replay_all {
+            std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
+        }
+        let db = Db::open(dir.path(), opts())?;
+        assert_eq!(
+            (db.len(), expiring(&db)?),
+            (3, 1),
+            "replay_all: {replay_all}"
+        );
+        db.close()?;
+    }
+    let db = Db::open(dir.path(), opts())?;
+    db.compact()?;
+    assert_eq!((db.len(), expiring(&db)?), (2, 0), "compaction dropped d");
+    Ok(())
+}

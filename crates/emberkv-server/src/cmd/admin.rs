@@ -379,8 +379,10 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 w.push_str("# Keyspace\r\n");
                 let keys = db.len();
                 if keys > 0 {
-                    // The engine does not count keys with an expiry.
-                    let _ = write!(w, "db0:keys={keys},expires=0,avg_ttl=0\r\n");
+                    // Like `keys`, `expires` counts expired keys not yet
+                    // reclaimed; avg_ttl is not estimated.
+                    let expires = db.stats().map_or(0, |s| s.expiring_keys);
+                    let _ = write!(w, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
                 }
             }
         }

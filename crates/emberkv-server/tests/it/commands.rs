@@ -778,6 +778,13 @@ fn config_and_info() {
         info.contains("db0:keys=1,expires=0,avg_ttl=0\r\n"),
         "{info}"
     );
+    assert_eq!(r.q("SET with-ttl v EX 1000"), ok());
+    let keyspace = String::from_utf8(as_bytes(&r.q("INFO keyspace"))).unwrap();
+    assert!(
+        keyspace.contains("db0:keys=2,expires=1,avg_ttl=0\r\n"),
+        "{keyspace}"
+    );
+    assert_eq!(r.q("DEL with-ttl"), int(1));
     let stats = String::from_utf8(as_bytes(&r.q("INFO stats"))).unwrap();
     assert!(stats.starts_with("# Stats\r\n") && !stats.contains("# Server"));
     let n: u64 = stats
