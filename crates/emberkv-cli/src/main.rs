@@ -288,6 +288,7 @@ fn stats(dir: &Path, json: bool) -> Result<()> {
     if json {
         let object = serde_json::json!({
             "keys": s.keys,
+            "expiring_keys": s.expiring_keys,
             "logical_bytes": s.logical_bytes,
             "live_record_bytes": s.live_record_bytes,
             "disk_bytes": s.disk_bytes,
@@ -299,8 +300,9 @@ fn stats(dir: &Path, json: bool) -> Result<()> {
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&object)?)?;
     } else {
-        let lines: [(&str, String); 8] = [
+        let lines: [(&str, String); 9] = [
             ("keys", s.keys.to_string()),
+            ("keys with an expiry", s.expiring_keys.to_string()),
             ("logical bytes", s.logical_bytes.to_string()),
             ("live record bytes", s.live_record_bytes.to_string()),
             ("disk bytes", s.disk_bytes.to_string()),

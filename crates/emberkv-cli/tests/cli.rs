@@ -214,6 +214,7 @@ fn stats_reports_the_key_count() -> TestResult {
     assert_code(&json, 0);
     let json: serde_json::Value = serde_json::from_slice(&json.stdout)?;
     assert_eq!(json["keys"], 3);
+    assert_eq!(json["expiring_keys"], 0);
     assert_eq!(json["logical_bytes"], 3 * ("a".len() + "value".len()));
     assert!(json["disk_bytes"].as_u64().ok_or("no disk_bytes")? > 0);
     Ok(())
