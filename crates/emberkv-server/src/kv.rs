@@ -136,6 +136,7 @@ impl<'a> Kv<'a> {
 
     /// Locks `key` for a read-then-write; nothing inside EXEC, which holds
     /// the stripe already.
+    #[inline]
     pub fn lock(&self, key: &[u8]) -> Option<MutexGuard<'a, ()>> {
         self.tx.is_none().then(|| self.store.lock(key))
     }
@@ -150,6 +151,7 @@ impl<'a> Kv<'a> {
 
     /// Runs a read-only command's reads of `key` isolated from EXEC (see
     /// [`Store::read`]); inside EXEC, directly.
+    #[inline]
     pub fn read<T>(&self, key: &[u8], mut f: impl FnMut() -> T) -> T {
         match self.tx {
             Some(_) => f(),
@@ -159,6 +161,7 @@ impl<'a> Kv<'a> {
 
     /// Runs a read-only command's reads of `keys` isolated from EXEC (see
     /// [`Store::read_all`]); `f` may run twice.
+    #[inline]
     pub fn read_all<'k, T>(
         &self,
         keys: impl Iterator<Item = &'k [u8]>,
@@ -173,8 +176,18 @@ impl<'a> Kv<'a> {
     /// What the overlay holds for `key`: `Some(f(value))` when the
     /// transaction decides it (`f(None)` when it removed the key, or
     /// flushed), `None` when the store does.
+    #[inline]
     fn overlay<T>(&self, key: &[u8], f: impl FnOnce(Option<&Value>) -> T) -> Option<T> {
-        let tx = self.tx?.borrow();
+        Self::look_up(self.tx?, key, f)
+    }
+
+    #[inline(never)]
+    fn look_up<T>(
+        tx: &RefCell<Overlay>,
+        key: &[u8],
+        f: impl FnOnce(Option<&Value>) -> T,
+    ) -> Option<T> {
+        let tx = tx.borrow();
         match tx.writes.get(key) {
             Some(Some(v)) if v.live(now_ms()) => Some(f(Some(v))),
             Some(_) => Some(f(None)),
@@ -191,6 +204,7 @@ impl<'a> Kv<'a> {
     ///
     /// # Errors
     /// As for [`emberkv::Db::get_into`].
+    #[inline]
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let found = self.overlay(key, |v| {
             v.map(|v| {
@@ -254,6 +268,7 @@ impl<'a> Kv<'a> {
     ///
     /// # Errors
     /// As for [`emberkv::Db::insert`].
+    #[inline]
     pub fn put(&self, key: &[u8], value: &[u8], expiry: Expiry) -> Result<()> {
         let Some(tx) = self.tx else {
             return self.store.put(key, value, expiry);

@@ -196,12 +196,14 @@ impl Store {
 
     /// Runs the read `f` of `key` isolated from exclusive sections: it sees
     /// the store as it was before or after each EXEC, never in between.
+    #[inline]
     pub fn read<T>(&self, key: &[u8], f: impl FnMut() -> T) -> T {
         self.read_all(std::iter::once(key), f)
     }
 
     /// Runs the read `f` of `keys` isolated from exclusive sections, as
     /// [`Store::read`]; `f` may run twice (the first result is dropped).
+    #[inline]
     pub fn read_all<'k, T>(
         &self,
         keys: impl Iterator<Item = &'k [u8]>,
@@ -219,6 +221,17 @@ impl Store {
                 return t;
             }
         }
+        self.read_locked(keys, f)
+    }
+
+    /// A read while a section runs: under the keys' stripes.
+    #[cold]
+    #[inline(never)]
+    fn read_locked<'k, T>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        mut f: impl FnMut() -> T,
+    ) -> T {
         let _guards = self.lock_all(keys);
         f()
     }

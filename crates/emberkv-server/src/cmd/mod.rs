@@ -802,6 +802,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
 /// Runs command `i` of [`COMMANDS`], its name, arity and authentication
 /// checked, and writes its reply. Inside EXEC the client's last command
 /// (CLIENT LIST) stays EXEC.
+#[inline]
 fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
     let spec = &COMMANDS[i];
     if ctx.tx.is_none() {
