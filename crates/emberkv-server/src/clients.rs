@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -44,6 +44,8 @@ pub struct ClientHandle {
     pub resp: AtomicU8,
     /// Index of the last command in the command table, plus one (0: none).
     pub last_cmd: AtomicUsize,
+    /// Commands queued since MULTI, or -1 outside MULTI.
+    pub multi: AtomicI64,
     /// Bytes in the query buffer at the last read.
     pub qbuf: AtomicUsize,
     /// Bytes of replies not yet sent.
@@ -185,6 +187,7 @@ impl Clients {
             lib: Mutex::new((String::new(), String::new())),
             resp: AtomicU8::new(2),
             last_cmd: AtomicUsize::new(0),
+            multi: AtomicI64::new(-1),
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
             killed: AtomicBool::new(false),

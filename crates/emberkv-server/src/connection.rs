@@ -71,6 +71,10 @@ pub struct Session {
     pub dirty: bool,
     /// A reusable value buffer.
     pub scratch: Vec<u8>,
+    /// The commands queued since MULTI; `None` outside MULTI.
+    pub multi: Option<cmd::multi::Multi>,
+    /// The keys WATCHed since the last EXEC, DISCARD or UNWATCH.
+    pub watched: cmd::multi::Watched,
     /// Counters not yet added to the server's.
     pub local: Local,
 }
@@ -98,6 +102,8 @@ pub async fn serve(stream: Stream, shared: Arc<Shared>, handle: Arc<ClientHandle
             shutdown: false,
             dirty: false,
             scratch: Vec::new(),
+            multi: None,
+            watched: cmd::multi::Watched::default(),
             local: Local::default(),
         },
         shared: Arc::clone(&shared),
@@ -254,6 +260,7 @@ impl Connection {
                         shared: &self.shared,
                         session: &mut self.session,
                         out: &mut self.out,
+                        tx: None,
                     };
                     cmd::dispatch(&mut ctx, &args);
                     self.inbuf.advance(consumed);

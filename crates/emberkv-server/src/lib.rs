@@ -15,8 +15,9 @@
 //!   `appendfsync always`); [`server`]: listeners, maxclients, protected
 //!   mode, the cron task, clean shutdown; [`shutdown`]: the signal.
 //! - [`cmd`]: the command table and one file per command group;
-//!   [`store`]: the engine plus per-key write locks; [`clients`]: the
-//!   client registry.
+//!   [`store`]: the engine plus per-key write locks and versions;
+//!   [`kv`]: the keyspace as a command sees it, directly or under an
+//!   EXEC's overlay; [`clients`]: the client registry.
 //! - [`config`]: flags, config files and CONFIG GET/SET; [`log`]: a
 //!   redis-style logger; [`glob`]: KEYS / SCAN MATCH patterns.
 //!
@@ -36,6 +37,7 @@ pub mod connection;
 pub mod error;
 pub mod frame;
 pub mod glob;
+pub mod kv;
 pub mod log;
 pub mod num;
 pub mod parse;

@@ -64,6 +64,17 @@ impl Reply {
         self.buf.len()
     }
 
+    /// Drops what was written after the first `len` pending bytes (a
+    /// command's partial reply, written before it failed or retried).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
+    /// Appends the replies pending in `other` (EXEC's, gathered aside).
+    pub fn append(&mut self, other: &Reply) {
+        self.buf.extend_from_slice(other.pending());
+    }
+
     fn head(&mut self, kind: u8, n: impl itoa::Integer) {
         self.buf.extend_from_slice(&[kind]);
         self.buf

@@ -1,6 +1,6 @@
 //! The emberkv store as the commands see it: the [`Db`] plus per-key
-//! write locks, and the multi-key operations the engine has no call for
-//! (flush, random key, pattern listing).
+//! lock stripes with write versions, and the multi-key operations the
+//! engine has no call for (flush, random key, pattern listing).
 //!
 //! # Write locks
 //! Many Redis commands read a key and then write it depending on what they
@@ -10,18 +10,35 @@
 //! all writes to a key with a striped lock: **every command that writes a
 //! key holds that key's stripe while it reads and writes** (multi-key
 //! commands take their stripes in index order, so they cannot deadlock).
-//! Reads take no lock. Each write is still one engine call (one record,
-//! crash-atomic), or one [`emberkv::WriteBatch`] for multi-key writes.
+//! Each write is still one engine call (one record, crash-atomic), or one
+//! [`emberkv::WriteBatch`] for multi-key writes.
+//!
+//! # Versions (WATCH)
+//! Each stripe counts the writes that changed one of its keys: the write
+//! methods here bump it after the engine call, while the writer still
+//! holds the stripe. WATCH notes the counts of its keys' stripes, and EXEC
+//! compares them with the stripes locked: any change of a watched key
+//! since WATCH shows (keys sharing a stripe can make a false alarm, never
+//! a missed change).
+//!
+//! # Exclusive sections and isolated reads
+//! EXEC and FLUSHDB run as an [`Exclusive`] section: they lock every
+//! stripe they touch, in index order, for their whole run, and count
+//! themselves in a gate (begun, ended). Reads take no lock: a read-only
+//! command runs through [`Store::read`], which runs it lock-free when no
+//! section was running before and none began during the read (three
+//! atomic loads of a line only sections write), and otherwise again under
+//! its keys' stripes, so it never sees half of an EXEC.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use emberkv::{Db, Options};
+use emberkv::{Db, Options, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
 /// Number of lock stripes (a power of two).
-const STRIPES: usize = 4096;
+pub const STRIPES: usize = 4096;
 
 /// How a write sets the key's expiry.
 #[derive(Clone, Copy, Debug)]
@@ -34,11 +51,30 @@ pub enum Expiry {
     Keep,
 }
 
-/// The store and its write locks.
+/// One lock stripe: the lock a write of its keys holds, and the number of
+/// writes that changed one of its keys.
+#[derive(Default)]
+#[repr(align(16))]
+struct Stripe {
+    lock: Mutex<()>,
+    version: AtomicU64,
+}
+
+/// Exclusive sections begun and ended, on a cache line of their own (only
+/// sections write it; every isolated read loads it).
+#[derive(Default)]
+#[repr(align(64))]
+struct Gate {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+/// The store, its lock stripes and the gate of exclusive sections.
 pub struct Store {
     db: Db,
     path: PathBuf,
-    stripes: Box<[Mutex<()>]>,
+    stripes: Box<[Stripe]>,
+    gate: Gate,
     /// Unix seconds of the last successful SAVE (or of the open).
     last_save: AtomicU64,
 }
@@ -49,6 +85,25 @@ impl std::fmt::Debug for Store {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
+}
+
+/// The stripes of an [`Exclusive`] section, locked; when dropped it
+/// unlocks them and counts the section as ended.
+pub struct Exclusive<'a> {
+    store: &'a Store,
+    guards: Vec<MutexGuard<'a, ()>>,
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        self.guards.clear();
+        self.store.gate.ended.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// The stripe of `key`: an index below [`STRIPES`].
+pub fn stripe_of(key: &[u8]) -> usize {
+    xxhash_rust::xxh3::xxh3_64(key) as usize & (STRIPES - 1)
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -81,11 +136,12 @@ impl Store {
     /// As for [`Db::open`].
     pub fn open(path: &Path, hot_bytes: usize) -> emberkv::Result<Store> {
         let db = Db::open(path, Options::default().hot_bytes(hot_bytes))?;
-        let stripes = (0..STRIPES).map(|_| Mutex::new(())).collect();
+        let stripes = (0..STRIPES).map(|_| Stripe::default()).collect();
         Ok(Store {
             db,
             path: path.to_path_buf(),
             stripes,
+            gate: Gate::default(),
             last_save: AtomicU64::new((now_ms() / 1000) as u64),
         })
     }
@@ -100,21 +156,107 @@ impl Store {
         &self.path
     }
 
-    fn stripe(key: &[u8]) -> usize {
-        xxhash_rust::xxh3::xxh3_64(key) as usize & (STRIPES - 1)
-    }
-
     /// Locks `key` for a read-then-write.
     pub fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        self.stripes[Self::stripe(key)].lock()
+        self.stripes[stripe_of(key)].lock.lock()
     }
 
     /// Locks several keys, stripes in index order.
     pub fn lock_all<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<MutexGuard<'_, ()>> {
-        let mut idx: Vec<usize> = keys.map(Self::stripe).collect();
+        let mut idx: Vec<usize> = keys.map(stripe_of).collect();
         idx.sort_unstable();
         idx.dedup();
-        idx.into_iter().map(|i| self.stripes[i].lock()).collect()
+        idx.into_iter()
+            .map(|i| self.stripes[i].lock.lock())
+            .collect()
+    }
+
+    /// Begins an exclusive section over `stripes` (any order, repeats
+    /// allowed): counts it in the gate, then locks them in index order.
+    pub fn exclusive(&self, stripes: impl IntoIterator<Item = usize>) -> Exclusive<'_> {
+        let mut idx: Vec<usize> = stripes.into_iter().map(|i| i & (STRIPES - 1)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        self.gate.begun.fetch_add(1, Ordering::SeqCst);
+        let guards = idx
+            .into_iter()
+            .map(|i| self.stripes[i].lock.lock())
+            .collect();
+        Exclusive {
+            store: self,
+            guards,
+        }
+    }
+
+    /// Begins an exclusive section over every stripe (FLUSHDB, and an EXEC
+    /// that reads or writes the whole keyspace).
+    pub fn exclusive_all(&self) -> Exclusive<'_> {
+        self.exclusive(0..STRIPES)
+    }
+
+    /// Runs the read `f` of `key` isolated from exclusive sections: it sees
+    /// the store as it was before or after each EXEC, never in between.
+    #[inline]
+    pub fn read<T>(&self, key: &[u8], f: impl FnMut() -> T) -> T {
+        self.read_all(std::iter::once(key), f)
+    }
+
+    /// Runs the read `f` of `keys` isolated from exclusive sections, as
+    /// [`Store::read`]; `f` may run twice (the first result is dropped).
+    #[inline]
+    pub fn read_all<'k, T>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        mut f: impl FnMut() -> T,
+    ) -> T {
+        // `ended` first: if `begun` then equals it, no section was running
+        // when `ended` was loaded, and none began before `begun` was.
+        let ended = self.gate.ended.load(Ordering::Acquire);
+        let begun = self.gate.begun.load(Ordering::Acquire);
+        if begun == ended {
+            let t = f();
+            // A section whose writes `f` saw counted itself in `begun`
+            // before writing, so this load sees the count move.
+            if self.gate.begun.load(Ordering::Acquire) == begun {
+                return t;
+            }
+        }
+        self.read_locked(keys, f)
+    }
+
+    /// A read while a section runs: under the keys' stripes.
+    #[cold]
+    #[inline(never)]
+    fn read_locked<'k, T>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        mut f: impl FnMut() -> T,
+    ) -> T {
+        let _guards = self.lock_all(keys);
+        f()
+    }
+
+    /// The write version of stripe `stripe`; exact while the caller holds
+    /// the stripe.
+    pub fn version(&self, stripe: usize) -> u64 {
+        self.stripes[stripe & (STRIPES - 1)]
+            .version
+            .load(Ordering::Acquire)
+    }
+
+    /// Counts a change of `key` in its stripe's version; the caller holds
+    /// the stripe and has made the change.
+    pub fn touch(&self, key: &[u8]) {
+        self.stripes[stripe_of(key)]
+            .version
+            .fetch_add(1, Ordering::Release);
+    }
+
+    /// Counts a change in every stripe (FLUSHDB); the caller holds them.
+    pub fn touch_all(&self) {
+        for stripe in self.stripes.iter() {
+            stripe.version.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// The value and expiry (Unix ms) of `key`, read consistently; the
@@ -130,6 +272,15 @@ impl Store {
         Ok(self.db.expiry(key)?.map(|at| (value, at.map(unix_ms))))
     }
 
+    /// The expiry (Unix ms) of `key`: `None` when absent, `Some(None)` when
+    /// it has none.
+    ///
+    /// # Errors
+    /// As for [`Db::get`].
+    pub fn expiry(&self, key: &[u8]) -> emberkv::Result<Option<Option<i64>>> {
+        Ok(self.db.expiry(key)?.map(|at| at.map(unix_ms)))
+    }
+
     /// Writes `value` under `key` with `expiry`; a deadline already past
     /// removes the key instead (as Redis does). The caller holds the key's
     /// stripe.
@@ -138,11 +289,46 @@ impl Store {
     /// As for [`Db::insert`].
     pub fn put(&self, key: &[u8], value: &[u8], expiry: Expiry) -> emberkv::Result<()> {
         match expiry {
-            Expiry::Never => self.db.insert(key, value),
-            Expiry::AtMs(at) if at <= now_ms() => self.db.remove(key).map(drop),
-            Expiry::AtMs(at) => self.db.insert_with_expiry(key, value, system_time(at)),
-            Expiry::Keep => self.db.update(key, |_| Some(value.to_vec())).map(drop),
+            Expiry::Never => self.db.insert(key, value)?,
+            Expiry::AtMs(at) if at <= now_ms() => {
+                self.remove(key)?;
+                return Ok(());
+            }
+            Expiry::AtMs(at) => self.db.insert_with_expiry(key, value, system_time(at))?,
+            Expiry::Keep => {
+                self.db.update(key, |_| Some(value.to_vec()))?;
+            }
         }
+        self.touch(key);
+        Ok(())
+    }
+
+    /// Removes `key`; returns whether it was there. The caller holds the
+    /// stripe.
+    ///
+    /// # Errors
+    /// As for [`Db::remove`].
+    pub fn remove(&self, key: &[u8]) -> emberkv::Result<bool> {
+        let removed = self.db.remove(key)?;
+        if removed {
+            self.touch(key);
+        }
+        Ok(removed)
+    }
+
+    /// [`Db::update`] of `key`, keeping its expiry; the caller holds the
+    /// stripe.
+    ///
+    /// # Errors
+    /// As for [`Db::update`].
+    pub fn update(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> emberkv::Result<Option<Vec<u8>>> {
+        let new = self.db.update(key, f)?;
+        self.touch(key);
+        Ok(new)
     }
 
     /// Sets the expiry of `key` to Unix ms `at`, removing it when `at` is
@@ -152,21 +338,61 @@ impl Store {
     /// As for [`Db::insert`].
     pub fn expire_at(&self, key: &[u8], at: i64) -> emberkv::Result<bool> {
         if at <= now_ms() {
-            self.db.remove(key)
-        } else {
-            self.db.expire_at(key, system_time(at))
+            return self.remove(key);
         }
+        let existed = self.db.expire_at(key, system_time(at))?;
+        if existed {
+            self.touch(key);
+        }
+        Ok(existed)
+    }
+
+    /// Clears the expiry of `key`; returns whether it had one. The caller
+    /// holds the stripe.
+    ///
+    /// # Errors
+    /// As for [`Db::persist`].
+    pub fn persist(&self, key: &[u8]) -> emberkv::Result<bool> {
+        let had = self.db.persist(key)?;
+        if had {
+            self.touch(key);
+        }
+        Ok(had)
+    }
+
+    /// Applies `ops` (a value to insert without expiry, or `None` to
+    /// remove) as one atomic [`WriteBatch`]; the caller holds every key's
+    /// stripe.
+    ///
+    /// # Errors
+    /// As for [`Db::apply_batch`].
+    pub fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> emberkv::Result<()> {
+        let mut batch = WriteBatch::new();
+        for (key, value) in ops {
+            match value {
+                Some(v) => batch.insert(key, v),
+                None => batch.remove(key),
+            };
+        }
+        self.db.apply_batch(&batch)?;
+        for (key, _) in ops {
+            self.touch(key);
+        }
+        Ok(())
     }
 
     /// Removes every key, expired ones included, and returns how many were
-    /// live: [`Db::clear`], which clears the engine's index shard by shard
-    /// (not atomic as a whole: a concurrent reader may see some keys gone
-    /// and others not yet).
+    /// live: [`Db::clear`], which clears the engine's index shard by shard.
+    /// The caller holds every stripe (an [`Exclusive`] section), so no
+    /// command sees it half done.
     ///
     /// # Errors
     /// As for [`Db::clear`].
     pub fn flush(&self) -> emberkv::Result<u64> {
-        self.db.clear()
+        // A clear that failed part way still removed keys: count them.
+        let live = self.db.clear();
+        self.touch_all();
+        live
     }
 
     /// Every live key, each once.
@@ -309,5 +535,82 @@ mod tests {
         let keys: Vec<&[u8]> = vec![b"a", b"a", b"b"];
         let guards = store.lock_all(keys.into_iter());
         assert!(guards.len() <= 2);
+    }
+
+    #[test]
+    fn writes_that_change_a_key_bump_its_stripe() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 64 << 20).unwrap();
+        let stripe = stripe_of(b"k");
+        let mut last = store.version(stripe);
+        let mut changed = |store: &Store| {
+            let now = store.version(stripe);
+            let moved = now != last;
+            last = now;
+            moved
+        };
+        store.put(b"k", b"v", Expiry::Never).unwrap();
+        assert!(changed(&store));
+        assert!(store.expire_at(b"k", now_ms() + 100_000).unwrap());
+        assert!(changed(&store));
+        assert!(store.persist(b"k").unwrap());
+        assert!(changed(&store));
+        assert!(!store.persist(b"k").unwrap());
+        assert!(!changed(&store), "nothing to persist: no change");
+        store.update(b"k", |_| Some(b"w".to_vec())).unwrap();
+        assert!(changed(&store));
+        assert!(store.remove(b"k").unwrap());
+        assert!(changed(&store));
+        assert!(!store.remove(b"k").unwrap());
+        assert!(!store.expire_at(b"k", now_ms() + 100_000).unwrap());
+        assert!(!changed(&store), "removing or expiring a missing key");
+        store
+            .apply(&[(b"k", Some(b"x")), (b"other", None)])
+            .unwrap();
+        assert!(changed(&store));
+        store.flush().unwrap();
+        assert!(changed(&store));
+    }
+
+    #[test]
+    fn a_read_never_sees_an_exclusive_section_half_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 64 << 20).unwrap();
+        store
+            .apply(&[(b"a", Some(b"0")), (b"b", Some(b"0"))])
+            .unwrap();
+        let read = |store: &Store| {
+            let keys: [&[u8]; 2] = [b"a", b"b"];
+            store.read_all(keys.into_iter(), || {
+                (store.db().get(b"a").unwrap(), store.db().get(b"b").unwrap())
+            })
+        };
+        assert_eq!(read(&store), (Some(b"0".to_vec()), Some(b"0".to_vec())));
+        std::thread::scope(|s| {
+            let section = store.exclusive([stripe_of(b"a"), stripe_of(b"b")]);
+            // Begun before the reader starts: it waits for the section.
+            let reader = s.spawn(|| read(&store));
+            store.put(b"a", b"1", Expiry::Never).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            store.put(b"b", b"1", Expiry::Never).unwrap();
+            drop(section);
+            let seen = reader.join().unwrap();
+            assert_eq!(seen, (Some(b"1".to_vec()), Some(b"1".to_vec())));
+        });
+        // Readers and sections racing: every read sees a == b.
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                for i in 2..300u32 {
+                    let v = i.to_string();
+                    let _section = store.exclusive([stripe_of(b"a"), stripe_of(b"b")]);
+                    store.put(b"a", v.as_bytes(), Expiry::Never).unwrap();
+                    store.put(b"b", v.as_bytes(), Expiry::Never).unwrap();
+                }
+            });
+            while !writer.is_finished() {
+                let (a, b) = read(&store);
+                assert_eq!(a, b);
+            }
+        });
     }
 }

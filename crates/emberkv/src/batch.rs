@@ -6,6 +6,7 @@
 //! crash leaves all of a batch or none of it.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 /// Operations to apply together with [`crate::Db::apply_batch`].
 ///
@@ -30,21 +31,30 @@ pub struct WriteBatch {
 /// One operation of a batch.
 #[derive(Clone, Debug)]
 pub(crate) enum BatchOp {
-    Insert(Vec<u8>, Vec<u8>),
+    /// Key, value, and expiry (Unix ms) if any.
+    Insert(Vec<u8>, Vec<u8>, Option<u64>),
     Remove(Vec<u8>),
 }
 
 impl BatchOp {
     pub(crate) fn key(&self) -> &[u8] {
         match self {
-            BatchOp::Insert(k, _) | BatchOp::Remove(k) => k,
+            BatchOp::Insert(k, _, _) | BatchOp::Remove(k) => k,
         }
     }
 
     /// The value inserted, or `None` for a remove.
     pub(crate) fn value(&self) -> Option<&[u8]> {
         match self {
-            BatchOp::Insert(_, v) => Some(v),
+            BatchOp::Insert(_, v, _) => Some(v),
+            BatchOp::Remove(_) => None,
+        }
+    }
+
+    /// The expiry (Unix ms) of an insert that has one.
+    pub(crate) fn expires_at(&self) -> Option<u64> {
+        match self {
+            BatchOp::Insert(_, _, at) => *at,
             BatchOp::Remove(_) => None,
         }
     }
@@ -56,9 +66,22 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
-    /// Adds an insert of `value` under `key`.
+    /// Adds an insert of `value` under `key` (clearing any expiry, as
+    /// [`crate::Db::insert`] does).
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
-        self.ops.push(BatchOp::Insert(key.to_vec(), value.to_vec()));
+        self.ops
+            .push(BatchOp::Insert(key.to_vec(), value.to_vec(), None));
+        self
+    }
+
+    /// Adds an insert of `value` under `key` to expire at `at`, as
+    /// [`crate::Db::insert_with_expiry`] does.
+    pub fn insert_with_expiry(&mut self, key: &[u8], value: &[u8], at: SystemTime) -> &mut Self {
+        self.ops.push(BatchOp::Insert(
+            key.to_vec(),
+            value.to_vec(),
+            Some(crate::clock::to_ms(at)),
+        ));
         self
     }
 

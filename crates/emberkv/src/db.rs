@@ -381,7 +381,7 @@ impl Core {
                 } else {
                     FLAG_TOMBSTONE
                 } | FLAG_BATCH,
-                expires_at: None,
+                expires_at: op.expires_at(),
                 key: op.key(),
                 value: op.value().unwrap_or_default(),
             })

@@ -107,6 +107,31 @@ fn batches_apply_all_and_last_write_per_key_wins() -> TestResult {
 }
 
 #[test]
+fn batch_inserts_keep_their_expiry_across_a_reopen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert_with_ttl(b"plain", b"old", Duration::from_secs(100))?;
+    let later = SystemTime::now() + Duration::from_secs(100);
+    let mut batch = WriteBatch::new();
+    batch.insert_with_expiry(b"ttl", b"v", later);
+    batch.insert_with_expiry(b"past", b"v", SystemTime::now() - Duration::from_secs(1));
+    batch.insert(b"plain", b"new");
+    db.apply_batch(&batch)?;
+    let check = |db: &Db| -> TestResult {
+        let left = db.ttl(b"ttl")?.flatten().expect("an expiry");
+        assert!(left > Duration::from_secs(98) && left <= Duration::from_secs(100));
+        assert_eq!(db.get(b"past")?, None);
+        assert_eq!(db.get(b"plain")?.as_deref(), Some(&b"new"[..]));
+        assert_eq!(db.ttl(b"plain")?, Some(None), "insert clears the expiry");
+        Ok(())
+    };
+    check(&db)?;
+    db.close()?;
+    check(&open(dir.path())?)?;
+    Ok(())
+}
+
+#[test]
 fn a_batch_larger_than_a_page_and_an_oversize_batch() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = Db::open(dir.path(), Options::default().segment_bytes(2 << 20))?;
@@ -378,11 +403,15 @@ fn stats_count_keys_with_an_expiry_across_writes_reopens_and_compaction() -> Tes
     batch.insert(b"e", b"5");
     batch.remove(b"b");
     db.apply_batch(&batch)?;
-    assert_eq!(
-        expiring(&db)?,
-        1,
-        "update keeps the ttl; batches write none"
-    );
+    assert_eq!(expiring(&db)?, 1, "update keeps the ttl");
+    let mut batch = WriteBatch::new();
+    batch.insert_with_expiry(b"f", b"6", SystemTime::now() + long);
+    batch.remove(b"f");
+    batch.insert_with_expiry(b"g", b"7", SystemTime::now() + long);
+    db.apply_batch(&batch)?;
+    assert_eq!(expiring(&db)?, 2, "a batch's last write per key counts");
+    assert!(db.remove(b"g")?);
+    assert_eq!(expiring(&db)?, 1);
     db.insert_with_ttl(b"d", b"4", Duration::from_millis(1))?;
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(

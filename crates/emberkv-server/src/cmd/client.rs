@@ -162,8 +162,19 @@ pub(super) fn describe(c: &ClientHandle) -> String {
         i => COMMANDS.get(i - 1).map_or("NULL", |s| s.name),
     };
     let (lib_name, lib_ver) = c.lib.lock().clone();
+    let multi = c.multi.load(Ordering::Relaxed);
+    let mut flags = String::new();
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if c.transport == Transport::Unix {
+        flags.push('U');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         c.id,
         c.addr,
         c.laddr,
@@ -171,11 +182,8 @@ pub(super) fn describe(c: &ClientHandle) -> String {
         c.name.lock().as_deref().unwrap_or(""),
         c.age_secs(),
         c.idle_secs(),
-        if c.transport == Transport::Unix {
-            "U"
-        } else {
-            "N"
-        },
+        flags,
+        multi,
         c.qbuf.load(Ordering::Relaxed),
         c.omem.load(Ordering::Relaxed),
         cmd,

@@ -92,6 +92,7 @@ fn categories(spec: &Spec) -> Vec<&'static str> {
         "string" => "@string",
         "generic" => "@keyspace",
         "connection" => "@connection",
+        "transactions" => "@transaction",
         _ => "@admin",
     });
     if spec.flags & flag::ADMIN != 0 {

@@ -1,48 +1,53 @@
 //! Keyspace commands: DEL, EXISTS, expiry, TYPE, DBSIZE, KEYS, SCAN,
 //! RANDOMKEY, FLUSHDB.
+//!
+//! DBSIZE, KEYS, SCAN and RANDOMKEY read the whole keyspace without the
+//! isolation from EXEC that reads of named keys get (inside EXEC they see
+//! the transaction's writes, and no other client's).
 
 use std::collections::HashSet;
-
-use emberkv::WriteBatch;
 
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::num::parse_u64;
 use crate::parse::{Args, int, is, text};
-use crate::store::{now_ms, unix_ms};
+use crate::store::now_ms;
 
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let store = &ctx.shared.store;
+    let kv = ctx.kv();
     let removed = if args.len() == 2 {
         let key = args.get(1);
-        let _lock = store.lock(key);
-        i64::from(store.db().remove(key)?)
+        let _lock = kv.lock(key);
+        i64::from(kv.remove(key)?)
     } else {
         // Several keys: one atomic batch, each key counted once.
         let mut seen = HashSet::new();
         let keys: Vec<&[u8]> = args.from(1).filter(|k| seen.insert(*k)).collect();
-        let _locks = store.lock_all(keys.iter().copied());
-        let mut batch = WriteBatch::new();
-        for key in &keys {
-            if store.db().contains_key(key)? {
-                batch.remove(key);
+        let _locks = kv.lock_all(keys.iter().copied());
+        let mut ops = Vec::new();
+        for key in keys {
+            if kv.contains_key(key)? {
+                ops.push((key, None));
             }
         }
-        if !batch.is_empty() {
-            store.db().apply_batch(&batch)?;
+        if !ops.is_empty() {
+            kv.apply(&ops)?;
         }
-        batch.len() as i64
+        ops.len() as i64
     };
     ctx.out.int(removed);
     Ok(())
 }
 
 pub(super) fn exists(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let db = ctx.shared.store.db();
-    let mut n = 0;
-    for key in args.from(1) {
-        n += i64::from(db.contains_key(key)?);
-    }
+    let kv = ctx.kv();
+    let n = kv.read_all(args.from(1), || -> CmdResult<i64> {
+        let mut n = 0;
+        for key in args.from(1) {
+            n += i64::from(kv.contains_key(key)?);
+        }
+        Ok(n)
+    })?;
     ctx.out.int(n);
     Ok(())
 }
@@ -92,13 +97,12 @@ fn expire_generic(
             .checked_add(now_ms())
             .ok_or(CmdError::InvalidExpire(cmd))?;
     }
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let Some(current) = store.db().expiry(key)? else {
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let Some(current) = kv.expiry(key)? else {
         ctx.out.int(0);
         return Ok(());
     };
-    let current = current.map(unix_ms);
     let refused = (nx && current.is_some())
         || (xx && current.is_none())
         || (gt && current.is_none_or(|c| when <= c))
@@ -107,7 +111,7 @@ fn expire_generic(
         ctx.out.int(0);
         return Ok(());
     }
-    let existed = store.expire_at(key, when)?;
+    let existed = kv.expire_at(key, when)?;
     ctx.out.int(i64::from(existed));
     Ok(())
 }
@@ -131,11 +135,13 @@ pub(super) fn pexpireat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 /// TTL and PTTL: -2 absent, -1 no expiry, else the time left (seconds
 /// rounded to nearest, as Redis does).
 fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
-    let reply = match ctx.shared.store.db().expiry(args.get(1))? {
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let reply = match kv.read(key, || kv.expiry(key))? {
         None => -2,
         Some(None) => -1,
         Some(Some(at)) => {
-            let left = (unix_ms(at) - now_ms()).max(0);
+            let left = (at - now_ms()).max(0);
             if ms { left } else { (left + 500) / 1000 }
         }
     };
@@ -153,26 +159,29 @@ pub(super) fn pttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 pub(super) fn persist(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let key = args.get(1);
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let had = store.db().persist(key)?;
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let had = kv.persist(key)?;
     ctx.out.int(i64::from(had));
     Ok(())
 }
 
 pub(super) fn type_(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let found = ctx.shared.store.db().contains_key(args.get(1))?;
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let found = kv.read(key, || kv.contains_key(key))?;
     ctx.out.simple(if found { "string" } else { "none" });
     Ok(())
 }
 
 pub(super) fn dbsize(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
-    ctx.out.int(ctx.shared.store.db().len() as i64);
+    let n = ctx.kv().dbsize()?;
+    ctx.out.int(n as i64);
     Ok(())
 }
 
 pub(super) fn keys(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let keys = ctx.shared.store.keys_matching(args.get(1))?;
+    let keys = ctx.kv().keys_matching(args.get(1))?;
     ctx.out.bulks(keys.iter().map(Vec::as_slice));
     Ok(())
 }
@@ -208,7 +217,7 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let budget = count.saturating_mul(64).max(16_384);
     let (mut keys, mut next, mut visited) = (Vec::new(), cursor, 0);
     loop {
-        let (found, after) = ctx.shared.store.db().scan(next, count)?;
+        let (found, after) = ctx.kv().scan(next, count)?;
         keys.extend(found);
         next = after;
         visited += count;
@@ -225,7 +234,7 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 pub(super) fn randomkey(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
-    match ctx.shared.store.random_key()? {
+    match ctx.kv().random_key()? {
         Some(key) => ctx.out.bulk(&key),
         None => ctx.out.null(),
     }
@@ -238,7 +247,7 @@ fn flush(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         Some(mode) if args.len() == 2 && (is(mode, "ASYNC") || is(mode, "SYNC")) => {}
         Some(_) => return Err(CmdError::Syntax),
     }
-    ctx.shared.store.flush()?;
+    ctx.kv().flush()?;
     ctx.out.ok();
     Ok(())
 }

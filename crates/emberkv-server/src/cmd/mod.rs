@@ -3,11 +3,15 @@
 //! of this module group them as Redis's documentation does.
 //!
 //! Dispatch follows Redis's order: unknown command, then arity, then
-//! authentication, then the command itself, which validates its options
-//! before it touches the store.
+//! authentication (a refusal marks a MULTI transaction failed), then,
+//! after MULTI, queuing; else the command itself, which validates its
+//! options before it touches the store.
+
+use std::cell::RefCell;
 
 use crate::connection::Session;
 use crate::error::{CmdError, CmdResult};
+use crate::kv::{Kv, Overlay};
 use crate::parse::{Args, is, text};
 use crate::reply::Reply;
 use crate::server::Shared;
@@ -17,6 +21,7 @@ mod client;
 mod command;
 mod conn;
 mod keys;
+pub mod multi;
 mod string;
 
 /// What a command runs with.
@@ -27,12 +32,28 @@ pub struct Ctx<'a> {
     pub session: &'a mut Session,
     /// Where the reply goes.
     pub out: &'a mut Reply,
+    /// The running EXEC's writes, inside EXEC.
+    pub tx: Option<&'a RefCell<Overlay>>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     fn fail(&mut self, e: &CmdError) {
         self.session.local.errors += 1;
         self.out.error(&e.to_string());
+    }
+
+    /// A refusal before the command runs: the error, and a MULTI
+    /// transaction marked failed.
+    fn refuse(&mut self, e: &CmdError) {
+        self.fail(e);
+        if let Some(multi) = &mut self.session.multi {
+            multi.fail();
+        }
+    }
+
+    /// The keyspace the command reads and writes.
+    pub fn kv(&self) -> Kv<'a> {
+        Kv::new(&self.shared.store, self.tx)
     }
 }
 
@@ -59,6 +80,11 @@ pub mod flag {
     pub const FAST: u16 = 1 << 7;
     /// Allowed before AUTH.
     pub const NO_AUTH: u16 = 1 << 8;
+    /// Runs at once after MULTI instead of being queued (not reported).
+    pub const NO_QUEUE: u16 = 1 << 9;
+    /// Reads or writes every key: an EXEC holding it locks every stripe
+    /// (not reported).
+    pub const KEYSPACE: u16 = 1 << 10;
 
     /// The names of the flags set in `f`, in Redis's order.
     pub fn names(f: u16) -> Vec<&'static str> {
@@ -207,7 +233,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "dbsize",
         1,
-        READONLY | FAST,
+        READONLY | FAST | KEYSPACE,
         NONE,
         "server",
         "1.0.0",
@@ -245,6 +271,16 @@ pub static COMMANDS: &[Spec] = &[
         keys::del,
     ),
     spec(
+        "discard",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        NONE,
+        "transactions",
+        "2.0.0",
+        "Discards a transaction.",
+        multi::discard,
+    ),
+    spec(
         "echo",
         2,
         FAST,
@@ -253,6 +289,16 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "Returns the given string.",
         conn::echo,
+    ),
+    spec(
+        "exec",
+        1,
+        NOSCRIPT | LOADING | STALE | NO_QUEUE,
+        NONE,
+        "transactions",
+        "1.2.0",
+        "Executes all commands in a transaction.",
+        multi::exec,
     ),
     spec(
         "exists",
@@ -287,7 +333,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "flushall",
         -1,
-        WRITE,
+        WRITE | KEYSPACE,
         NONE,
         "server",
         "1.0.0",
@@ -297,7 +343,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "flushdb",
         -1,
-        WRITE,
+        WRITE | KEYSPACE,
         NONE,
         "server",
         "1.0.0",
@@ -407,7 +453,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "keys",
         2,
-        READONLY,
+        READONLY | KEYSPACE,
         NONE,
         "generic",
         "1.0.0",
@@ -453,6 +499,16 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.1",
         "Atomically modifies the string values of one or more keys only when all keys don't exist.",
         string::msetnx,
+    ),
+    spec(
+        "multi",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        NONE,
+        "transactions",
+        "1.2.0",
+        "Starts a transaction.",
+        multi::multi,
     ),
     spec(
         "persist",
@@ -517,7 +573,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "quit",
         -1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NO_QUEUE,
         NONE,
         "connection",
         "1.0.0",
@@ -527,7 +583,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "randomkey",
         1,
-        READONLY,
+        READONLY | KEYSPACE,
         NONE,
         "generic",
         "1.0.0",
@@ -547,7 +603,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "scan",
         -2,
-        READONLY,
+        READONLY | KEYSPACE,
         NONE,
         "generic",
         "2.8.0",
@@ -674,6 +730,26 @@ pub static COMMANDS: &[Spec] = &[
         "Asynchronously deletes one or more keys.",
         keys::del,
     ),
+    spec(
+        "unwatch",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST,
+        NONE,
+        "transactions",
+        "2.2.0",
+        "Forgets about watched keys of a transaction.",
+        multi::unwatch,
+    ),
+    spec(
+        "watch",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        ALL,
+        "transactions",
+        "2.2.0",
+        "Monitors changes to keys to determine the execution of a transaction.",
+        multi::watch,
+    ),
 ];
 
 /// The command named `name` (any case) and its index in [`COMMANDS`].
@@ -699,25 +775,42 @@ fn arity_ok(arity: i32, argc: usize) -> bool {
     }
 }
 
-/// Runs one command and writes its reply.
+/// Runs one command and writes its reply; after MULTI, queues it.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     let name = args.get(0);
     let Some((i, spec)) = lookup(name) else {
-        ctx.fail(&CmdError::unknown_command(name, args.from(1)));
+        ctx.refuse(&CmdError::unknown_command(name, args.from(1)));
         return;
     };
     if !arity_ok(spec.arity, args.len()) {
-        ctx.fail(&CmdError::WrongArity(spec.name.to_string()));
+        ctx.refuse(&CmdError::WrongArity(spec.name.to_string()));
         return;
     }
     if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
-        ctx.fail(&CmdError::NoAuth);
+        ctx.refuse(&CmdError::NoAuth);
         return;
     }
-    ctx.session
-        .handle
-        .last_cmd
-        .store(i + 1, std::sync::atomic::Ordering::Relaxed);
+    if ctx.session.multi.is_some() && spec.flags & NO_QUEUE == 0 {
+        if let Err(e) = multi::queue(ctx, i, args) {
+            ctx.refuse(&e);
+        }
+        return;
+    }
+    execute(ctx, i, args);
+}
+
+/// Runs command `i` of [`COMMANDS`], its name, arity and authentication
+/// checked, and writes its reply. Inside EXEC the client's last command
+/// (CLIENT LIST) stays EXEC.
+#[inline]
+fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
+    let spec = &COMMANDS[i];
+    if ctx.tx.is_none() {
+        ctx.session
+            .handle
+            .last_cmd
+            .store(i + 1, std::sync::atomic::Ordering::Relaxed);
+    }
     ctx.session.local.commands += 1;
     match (spec.run)(ctx, args) {
         Ok(()) => {

@@ -1,13 +1,12 @@
 //! String commands: GET, SET and its variants, MGET/MSET, counters,
 //! APPEND, ranges.
 //!
-//! Every write holds the key's stripe lock (see [`crate::store`]). Commands
-//! that change a value and keep its expiry (INCR, APPEND, SETRANGE,
-//! KEEPTTL) use the engine's [`emberkv::Db::update`], whose closure runs
-//! under the engine's shard lock: it computes the new value and records
+//! Every write holds the key's stripe lock (see [`crate::store`]); reads
+//! run isolated from EXEC. Commands that change a value and keep its
+//! expiry (INCR, APPEND, SETRANGE, KEEPTTL) use [`crate::kv::Kv::update`]
+//! (the engine's [`emberkv::Db::update`], whose closure runs under the
+//! engine's shard lock): its closure computes the new value and records
 //! any error for the reply.
-
-use emberkv::WriteBatch;
 
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
@@ -109,11 +108,10 @@ fn extended<'a>(args: &Args<'a>, from: usize, for_set: bool) -> CmdResult<Extend
 }
 
 pub(super) fn get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let found = ctx
-        .shared
-        .store
-        .db()
-        .get_into(args.get(1), &mut ctx.session.scratch)?;
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let scratch = &mut ctx.session.scratch;
+    let found = kv.read(key, || kv.get_into(key, scratch))?;
     if found {
         ctx.session.local.hits += 1;
         ctx.out.bulk(&ctx.session.scratch);
@@ -139,17 +137,13 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         None if e.keepttl => Expiry::Keep,
         None => Expiry::Never,
     };
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let old = if e.get {
-        Some(store.db().get(key)?)
-    } else {
-        None
-    };
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let old = if e.get { Some(kv.get(key)?) } else { None };
     if e.nx || e.xx {
         let found = match &old {
             Some(v) => v.is_some(),
-            None => store.db().contains_key(key)?,
+            None => kv.contains_key(key)?,
         };
         if (e.nx && found) || (e.xx && !found) {
             match old {
@@ -159,7 +153,7 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             return Ok(());
         }
     }
-    store.put(key, value, expiry)?;
+    kv.put(key, value, expiry)?;
     match old {
         Some(v) => reply_opt(ctx, v.as_deref()),
         None => ctx.out.ok(),
@@ -169,12 +163,12 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 pub(super) fn setnx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let (key, value) = (args.get(1), args.get(2));
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    if store.db().contains_key(key)? {
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    if kv.contains_key(key)? {
         ctx.out.int(0);
     } else {
-        store.db().insert(key, value)?;
+        kv.put(key, value, Expiry::Never)?;
         ctx.out.int(1);
     }
     Ok(())
@@ -183,9 +177,9 @@ pub(super) fn setnx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 fn set_with_expiry(ctx: &mut Ctx<'_>, args: &Args<'_>, unit: Unit, cmd: &'static str) -> CmdResult {
     let key = args.get(1);
     let at = deadline(unit, args.get(2), cmd)?;
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    store.put(key, args.get(3), Expiry::AtMs(at))?;
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    kv.put(key, args.get(3), Expiry::AtMs(at))?;
     ctx.out.ok();
     Ok(())
 }
@@ -200,21 +194,21 @@ pub(super) fn psetex(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 pub(super) fn getset(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let (key, value) = (args.get(1), args.get(2));
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let old = store.db().get(key)?;
-    store.db().insert(key, value)?;
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let old = kv.get(key)?;
+    kv.put(key, value, Expiry::Never)?;
     reply_opt(ctx, old.as_deref());
     Ok(())
 }
 
 pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let key = args.get(1);
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let old = store.db().get(key)?;
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let old = kv.get(key)?;
     if old.is_some() {
-        store.db().remove(key)?;
+        kv.remove(key)?;
         ctx.session.local.hits += 1;
     } else {
         ctx.session.local.misses += 1;
@@ -233,19 +227,19 @@ pub(super) fn getex(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     if at.is_none() && !e.persist {
         return get(ctx, args);
     }
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
-    let Some(value) = store.db().get(key)? else {
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
+    let Some(value) = kv.get(key)? else {
         ctx.session.local.misses += 1;
         ctx.out.null();
         return Ok(());
     };
     match at {
         Some(at) => {
-            store.expire_at(key, at)?;
+            kv.expire_at(key, at)?;
         }
         None => {
-            store.db().persist(key)?;
+            kv.persist(key)?;
         }
     }
     ctx.session.local.hits += 1;
@@ -254,18 +248,37 @@ pub(super) fn getex(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 pub(super) fn mget(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let db = ctx.shared.store.db();
-    ctx.out.array(args.len() - 1);
-    for key in args.from(1) {
-        if db.get_into(key, &mut ctx.session.scratch)? {
-            ctx.session.local.hits += 1;
-            ctx.out.bulk(&ctx.session.scratch);
-        } else {
-            ctx.session.local.misses += 1;
-            ctx.out.null();
+    let kv = ctx.kv();
+    let (out, session) = (&mut *ctx.out, &mut *ctx.session);
+    let mark = out.len();
+    let counts = kv.read_all(args.from(1), || -> CmdResult<(u64, u64)> {
+        // A second run (see `Store::read_all`) replaces the first's reply.
+        out.truncate(mark);
+        out.array(args.len() - 1);
+        let (mut hits, mut misses) = (0, 0);
+        for key in args.from(1) {
+            if kv.get_into(key, &mut session.scratch)? {
+                hits += 1;
+                out.bulk(&session.scratch);
+            } else {
+                misses += 1;
+                out.null();
+            }
+        }
+        Ok((hits, misses))
+    });
+    match counts {
+        Ok((hits, misses)) => {
+            session.local.hits += hits;
+            session.local.misses += misses;
+            Ok(())
+        }
+        Err(e) => {
+            // No half-written array before the error.
+            out.truncate(mark);
+            Err(e)
         }
     }
-    Ok(())
 }
 
 /// MSET and MSETNX: one atomic batch under every key's stripe.
@@ -274,23 +287,23 @@ fn mset_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, nx: bool) -> CmdResult {
     if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
-    let store = &ctx.shared.store;
+    let kv = ctx.kv();
     let keys = || args.from(1).step_by(2);
-    let _locks = store.lock_all(keys());
+    let _locks = kv.lock_all(keys());
     if nx {
         for key in keys() {
-            if store.db().contains_key(key)? {
+            if kv.contains_key(key)? {
                 ctx.out.int(0);
                 return Ok(());
             }
         }
     }
-    let mut batch = WriteBatch::new();
+    let mut ops = Vec::with_capacity(args.len() / 2);
     let mut pairs = args.from(1);
     while let (Some(k), Some(v)) = (pairs.next(), pairs.next()) {
-        batch.insert(k, v);
+        ops.push((k, Some(v)));
     }
-    store.db().apply_batch(&batch)?;
+    kv.apply(&ops)?;
     if nx {
         ctx.out.int(1);
     } else {
@@ -316,10 +329,10 @@ fn modify<T>(
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Vec<u8>, T)>,
 ) -> CmdResult<T> {
-    let store = &ctx.shared.store;
-    let _lock = store.lock(key);
+    let kv = ctx.kv();
+    let _lock = kv.lock(key);
     let mut outcome = None;
-    store.db().update(key, |old| match f(old) {
+    kv.update(key, |old| match f(old) {
         Ok((new, t)) => {
             outcome = Some(Ok(t));
             Some(new)
@@ -427,11 +440,10 @@ pub(super) fn append(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let found = ctx
-        .shared
-        .store
-        .db()
-        .get_into(args.get(1), &mut ctx.session.scratch)?;
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let scratch = &mut ctx.session.scratch;
+    let found = kv.read(key, || kv.get_into(key, scratch))?;
     let len = if found { ctx.session.scratch.len() } else { 0 };
     ctx.out.int(len as i64);
     Ok(())
@@ -460,11 +472,10 @@ fn range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
 pub(super) fn getrange(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let start = int(args.get(2))?;
     let end = int(args.get(3))?;
-    let found = ctx
-        .shared
-        .store
-        .db()
-        .get_into(args.get(1), &mut ctx.session.scratch)?;
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let scratch = &mut ctx.session.scratch;
+    let found = kv.read(key, || kv.get_into(key, scratch))?;
     let value: &[u8] = if found { &ctx.session.scratch } else { b"" };
     match range(value.len(), start, end) {
         Some((s, e)) => ctx.out.bulk(&value[s..=e]),

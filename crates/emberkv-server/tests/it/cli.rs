@@ -109,3 +109,19 @@ fn redis_cli_binary_values_and_pipe_mode() {
     assert_eq!(r.q("DBSIZE"), int(10_001));
     assert_eq!(r.q("GET pipe:9999"), bulk(b"\r\n\0v"));
 }
+
+#[test]
+fn redis_cli_multi_exec() {
+    if !have_cli() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let port = s.port.to_string();
+    let out = cli(&["-p", &port], b"MULTI\nSET a 1\nINCR a\nGET a\nEXEC\n");
+    assert_eq!(out, "OK\nQUEUED\nQUEUED\nQUEUED\nOK\n2\n2\n");
+    let out = cli(&["-p", &port], b"MULTI\nNOSUCH\nINCR a\nEXEC\nGET a\n");
+    assert_eq!(
+        out,
+        "OK\nERR unknown command 'NOSUCH', with args beginning with: \n\nQUEUED\nEXECABORT Transaction discarded because of previous errors.\n\n2\n"
+    );
+}

@@ -15,3 +15,4 @@ mod limits;
 mod persistence;
 mod protocol;
 mod python;
+mod transactions;

@@ -5,6 +5,7 @@ Exits 0 and prints "ok" when every check passes; raises otherwise.
 """
 
 import sys
+import threading
 import time
 
 import redis
@@ -81,10 +82,86 @@ def check(r, name):
     assert r.dbsize() == 0
 
 
+def check_transactions(r, other):
+    """MULTI/EXEC through pipeline() and transaction(), WATCH retries."""
+    r.delete("tx:a", "tx:n", "tx:w")
+    # pipeline() wraps its commands in MULTI/EXEC by default.
+    pipe = r.pipeline()
+    pipe.set("tx:a", "1").incr("tx:n").incr("tx:n").get("tx:a")
+    assert pipe.execute() == [True, 1, 2, b"1"]
+    # An error inside the transaction is that command's result; the
+    # others run.
+    pipe = r.pipeline()
+    pipe.set("tx:s", "x").incr("tx:s").set("tx:t", "1")
+    results = pipe.execute(raise_on_error=False)
+    assert results[0] is True and results[2] is True
+    assert isinstance(results[1], redis.ResponseError)
+    # A command refused while queuing aborts the whole transaction.
+    pipe = r.pipeline()
+    pipe.set("tx:never", "1").execute_command("NOSUCH")
+    try:
+        pipe.execute()
+        raise AssertionError("EXECABORT expected")
+    except redis.ResponseError as e:
+        assert "EXECABORT" in str(e) or "unknown command" in str(e), e
+    assert r.exists("tx:never") == 0
+    # WATCH, then another client writes the key: WatchError, nothing runs.
+    with r.pipeline() as pipe:
+        pipe.watch("tx:w")
+        other.set("tx:w", "theirs")
+        pipe.multi()
+        pipe.set("tx:w", "mine")
+        try:
+            pipe.execute()
+            raise AssertionError("WatchError expected")
+        except redis.WatchError:
+            pass
+    assert r.get("tx:w") == b"theirs"
+    # transaction(): WATCH, read, queue, retried until EXEC runs.
+    attempts = []
+
+    def add_one(pipe):
+        current = int(pipe.get("tx:w2") or 0)
+        attempts.append(current)
+        if len(attempts) < 3:
+            other.incrby("tx:w2", 100)
+        pipe.multi()
+        pipe.set("tx:w2", current + 1)
+
+    r.delete("tx:w2")
+    assert r.transaction(add_one, "tx:w2") == [True]
+    assert attempts == [0, 100, 200]
+    assert r.get("tx:w2") == b"201"
+    # Many transactions of two INCRs from two clients at once: each EXEC's
+    # INCRs are adjacent.
+    errors = []
+
+    def incr_pairs(client):
+        try:
+            for _ in range(100):
+                pipe = client.pipeline()
+                a, b = pipe.incr("tx:pair").incr("tx:pair").execute()
+                assert b == a + 1, (a, b)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    r.delete("tx:pair")
+    threads = [threading.Thread(target=incr_pairs, args=(c,)) for c in (r, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert r.get("tx:pair") == b"400"
+
+
 def main():
     port, sock = int(sys.argv[1]), sys.argv[2]
     check(redis.Redis(host="127.0.0.1", port=port), "tcp")
     check(redis.Redis(unix_socket_path=sock), "unix")
+    check_transactions(
+        redis.Redis(host="127.0.0.1", port=port), redis.Redis(unix_socket_path=sock)
+    )
     # RESP3, where this redis-py supports it.
     try:
         r3 = redis.Redis(host="127.0.0.1", port=port, protocol=3)
@@ -95,6 +172,7 @@ def main():
         assert r3.get("k3") == b"v"
         assert r3.get("missing") is None
         assert r3.config_get("port")["port"] == str(port)
+        check_transactions(r3, redis.Redis(host="127.0.0.1", port=port, protocol=3))
     print("ok")
 
 

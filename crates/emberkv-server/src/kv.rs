@@ -1,0 +1,619 @@
+//! The keyspace as a command sees it: [`Kv`].
+//!
+//! Outside a transaction a [`Kv`] is the [`Store`] itself: reads go to the
+//! engine, and writes go to the engine under the caller's stripe lock.
+//! Inside EXEC it is an [`Overlay`] over the store: the transaction's
+//! writes collect in memory, where its later commands read them, and
+//! [`Overlay::commit`] applies them at the end as one atomic
+//! [`WriteBatch`], so that a crash keeps all of an EXEC's writes or none.
+//! EXEC holds the stripes of every key its commands name for the whole
+//! run, so what the overlay reads from the store does not change under it,
+//! and commands inside EXEC lock nothing themselves.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use emberkv::{Error, MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
+use parking_lot::MutexGuard;
+
+use crate::store::{Expiry, Store, now_ms, system_time};
+
+type Result<T> = emberkv::Result<T>;
+
+/// A value and its expiry (Unix ms) as a transaction wrote them.
+#[derive(Clone, Debug)]
+struct Value {
+    data: Vec<u8>,
+    expires_at: Option<i64>,
+}
+
+impl Value {
+    fn live(&self, now: i64) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
+}
+
+/// The writes of a running EXEC, not yet in the store.
+#[derive(Debug, Default)]
+pub struct Overlay {
+    /// Each key the transaction wrote: its value now, or `None` once
+    /// removed.
+    writes: HashMap<Vec<u8>, Option<Value>>,
+    /// FLUSHDB or FLUSHALL ran: every key not in `writes` is gone.
+    flushed: bool,
+}
+
+impl Overlay {
+    /// Applies the transaction's writes to the store; the caller holds the
+    /// stripe of every key written (every stripe after a FLUSHDB). The
+    /// writes are one atomic [`WriteBatch`], all or nothing across a
+    /// crash, except in two cases: after a FLUSHDB in the transaction the
+    /// store is cleared first (the engine's clear is a batch per index
+    /// shard, not one with the rest), and a transaction whose writes
+    /// exceed a segment (256 MiB) is applied key by key. Every written
+    /// key's version is bumped, even when the commit fails part way.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::apply_batch`] and [`emberkv::Db::clear`].
+    pub fn commit(self, store: &Store) -> Result<()> {
+        if self.flushed {
+            store.flush()?;
+        }
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut batch = WriteBatch::new();
+        for (key, value) in &self.writes {
+            match value {
+                Some(v) if v.live(now) => match v.expires_at {
+                    None => batch.insert(key, &v.data),
+                    Some(at) => batch.insert_with_expiry(key, &v.data, system_time(at)),
+                },
+                _ => batch.remove(key),
+            };
+        }
+        let result = match store.db().apply_batch(&batch) {
+            Err(Error::BatchTooLarge { .. }) => self.apply_one_by_one(store, now),
+            other => other,
+        };
+        for key in self.writes.keys() {
+            store.touch(key);
+        }
+        result
+    }
+
+    fn apply_one_by_one(&self, store: &Store, now: i64) -> Result<()> {
+        let db = store.db();
+        for (key, value) in &self.writes {
+            match value {
+                Some(v) if v.live(now) => match v.expires_at {
+                    None => db.insert(key, &v.data)?,
+                    Some(at) => db.insert_with_expiry(key, &v.data, system_time(at))?,
+                },
+                _ => {
+                    db.remove(key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// The keyspace a command reads and writes: the store, or the store under
+/// a transaction's [`Overlay`].
+#[derive(Clone, Copy, Debug)]
+pub struct Kv<'a> {
+    store: &'a Store,
+    tx: Option<&'a RefCell<Overlay>>,
+}
+
+impl<'a> Kv<'a> {
+    /// The keyspace of `store`, under `tx` while an EXEC runs.
+    pub fn new(store: &'a Store, tx: Option<&'a RefCell<Overlay>>) -> Kv<'a> {
+        Kv { store, tx }
+    }
+
+    /// Locks `key` for a read-then-write; nothing inside EXEC, which holds
+    /// the stripe already.
+    #[inline]
+    pub fn lock(&self, key: &[u8]) -> Option<MutexGuard<'a, ()>> {
+        self.tx.is_none().then(|| self.store.lock(key))
+    }
+
+    /// Locks several keys (see [`Kv::lock`]).
+    pub fn lock_all<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<MutexGuard<'a, ()>> {
+        match self.tx {
+            Some(_) => Vec::new(),
+            None => self.store.lock_all(keys),
+        }
+    }
+
+    /// Runs a read-only command's reads of `key` isolated from EXEC (see
+    /// [`Store::read`]); inside EXEC, directly.
+    #[inline]
+    pub fn read<T>(&self, key: &[u8], mut f: impl FnMut() -> T) -> T {
+        match self.tx {
+            Some(_) => f(),
+            None => self.store.read(key, f),
+        }
+    }
+
+    /// Runs a read-only command's reads of `keys` isolated from EXEC (see
+    /// [`Store::read_all`]); `f` may run twice.
+    #[inline]
+    pub fn read_all<'k, T>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        mut f: impl FnMut() -> T,
+    ) -> T {
+        match self.tx {
+            Some(_) => f(),
+            None => self.store.read_all(keys, f),
+        }
+    }
+
+    /// What the overlay holds for `key`: `Some(f(value))` when the
+    /// transaction decides it (`f(None)` when it removed the key, or
+    /// flushed), `None` when the store does.
+    #[inline]
+    fn overlay<T>(&self, key: &[u8], f: impl FnOnce(Option<&Value>) -> T) -> Option<T> {
+        Self::look_up(self.tx?, key, f)
+    }
+
+    #[inline(never)]
+    fn look_up<T>(
+        tx: &RefCell<Overlay>,
+        key: &[u8],
+        f: impl FnOnce(Option<&Value>) -> T,
+    ) -> Option<T> {
+        let tx = tx.borrow();
+        match tx.writes.get(key) {
+            Some(Some(v)) if v.live(now_ms()) => Some(f(Some(v))),
+            Some(_) => Some(f(None)),
+            None if tx.flushed => Some(f(None)),
+            None => None,
+        }
+    }
+
+    fn write(&self, tx: &RefCell<Overlay>, key: &[u8], value: Option<Value>) {
+        tx.borrow_mut().writes.insert(key.to_vec(), value);
+    }
+
+    /// Reads the value of `key` into `out`; whether it exists.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::get_into`].
+    #[inline]
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let found = self.overlay(key, |v| {
+            v.map(|v| {
+                out.clear();
+                out.extend_from_slice(&v.data);
+            })
+            .is_some()
+        });
+        match found {
+            Some(found) => Ok(found),
+            None => self.store.db().get_into(key, out),
+        }
+    }
+
+    /// The value of `key`.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::get`].
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.overlay(key, |v| v.map(|v| v.data.clone())) {
+            Some(value) => Ok(value),
+            None => self.store.db().get(key),
+        }
+    }
+
+    /// Whether `key` exists.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::contains_key`].
+    pub fn contains_key(&self, key: &[u8]) -> Result<bool> {
+        match self.overlay(key, |v| v.is_some()) {
+            Some(found) => Ok(found),
+            None => self.store.db().contains_key(key),
+        }
+    }
+
+    /// The expiry (Unix ms) of `key`: `None` when absent, `Some(None)` when
+    /// it has none.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::expiry`].
+    pub fn expiry(&self, key: &[u8]) -> Result<Option<Option<i64>>> {
+        match self.overlay(key, |v| v.map(|v| v.expires_at)) {
+            Some(at) => Ok(at),
+            None => self.store.expiry(key),
+        }
+    }
+
+    /// The value and expiry of `key` (see [`Store::entry`]).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::get`].
+    pub fn entry(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Option<i64>)>> {
+        match self.overlay(key, |v| v.map(|v| (v.data.clone(), v.expires_at))) {
+            Some(entry) => Ok(entry),
+            None => self.store.entry(key),
+        }
+    }
+
+    /// Writes `value` under `key` (see [`Store::put`]).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::insert`].
+    #[inline]
+    pub fn put(&self, key: &[u8], value: &[u8], expiry: Expiry) -> Result<()> {
+        let Some(tx) = self.tx else {
+            return self.store.put(key, value, expiry);
+        };
+        check_key(key)?;
+        check_value(value)?;
+        let expires_at = match expiry {
+            Expiry::Never => None,
+            Expiry::AtMs(at) if at <= now_ms() => return self.remove(key).map(drop),
+            Expiry::AtMs(at) => Some(at),
+            Expiry::Keep => self.expiry(key)?.flatten(),
+        };
+        let data = value.to_vec();
+        self.write(tx, key, Some(Value { data, expires_at }));
+        Ok(())
+    }
+
+    /// Removes `key`; whether it existed.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::remove`].
+    pub fn remove(&self, key: &[u8]) -> Result<bool> {
+        let Some(tx) = self.tx else {
+            return self.store.remove(key);
+        };
+        check_key(key)?;
+        let existed = self.contains_key(key)?;
+        if existed {
+            self.write(tx, key, None);
+        }
+        Ok(existed)
+    }
+
+    /// Replaces the value of `key` with `f(current)`, keeping its expiry
+    /// (see [`emberkv::Db::update`]); returns the new value.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::update`].
+    pub fn update(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(tx) = self.tx else {
+            return self.store.update(key, f);
+        };
+        check_key(key)?;
+        let current = self.entry(key)?;
+        match f(current.as_ref().map(|(data, _)| data.as_slice())) {
+            Some(new) => {
+                check_value(&new)?;
+                let expires_at = current.and_then(|(_, at)| at);
+                let data = new.clone();
+                self.write(tx, key, Some(Value { data, expires_at }));
+                Ok(Some(new))
+            }
+            None => {
+                if current.is_some() {
+                    self.write(tx, key, None);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Sets the expiry of `key` to Unix ms `at` (see [`Store::expire_at`]);
+    /// whether the key existed.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::insert`].
+    pub fn expire_at(&self, key: &[u8], at: i64) -> Result<bool> {
+        let Some(tx) = self.tx else {
+            return self.store.expire_at(key, at);
+        };
+        if at <= now_ms() {
+            return self.remove(key);
+        }
+        check_key(key)?;
+        let Some((data, _)) = self.entry(key)? else {
+            return Ok(false);
+        };
+        let expires_at = Some(at);
+        self.write(tx, key, Some(Value { data, expires_at }));
+        Ok(true)
+    }
+
+    /// Clears the expiry of `key`; whether it had one.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::persist`].
+    pub fn persist(&self, key: &[u8]) -> Result<bool> {
+        let Some(tx) = self.tx else {
+            return self.store.persist(key);
+        };
+        check_key(key)?;
+        let Some((data, Some(_))) = self.entry(key)? else {
+            return Ok(false);
+        };
+        let expires_at = None;
+        self.write(tx, key, Some(Value { data, expires_at }));
+        Ok(true)
+    }
+
+    /// Inserts (without expiry) or removes several keys at once (see
+    /// [`Store::apply`]).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::apply_batch`]; nothing is written then.
+    pub fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+        let Some(tx) = self.tx else {
+            return self.store.apply(ops);
+        };
+        for (key, value) in ops {
+            check_key(key)?;
+            check_value(value.unwrap_or_default())?;
+        }
+        for (key, value) in ops {
+            let value = value.map(|v| Value {
+                data: v.to_vec(),
+                expires_at: None,
+            });
+            self.write(tx, key, value);
+        }
+        Ok(())
+    }
+
+    /// Number of keys, as DBSIZE counts them (see [`emberkv::Db::len`]).
+    ///
+    /// # Errors
+    /// Inside EXEC, as for [`emberkv::Db::contains_key`].
+    pub fn dbsize(&self) -> Result<usize> {
+        let db = self.store.db();
+        let Some(tx) = self.tx else {
+            return Ok(db.len());
+        };
+        let tx = tx.borrow();
+        let now = now_ms();
+        let mut n = if tx.flushed { 0 } else { db.len() as i64 };
+        for (key, value) in &tx.writes {
+            n += i64::from(value.as_ref().is_some_and(|v| v.live(now)));
+            n -= i64::from(!tx.flushed && db.contains_key(key)?);
+        }
+        Ok(n.max(0) as usize)
+    }
+
+    /// The keys the overlay holds live, matching `pattern`.
+    fn overlay_keys(tx: &Overlay, pattern: &[u8]) -> Vec<Vec<u8>> {
+        let now = now_ms();
+        tx.writes
+            .iter()
+            .filter(|(k, v)| {
+                v.as_ref().is_some_and(|v| v.live(now)) && crate::glob::matches(pattern, k)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The live keys matching `pattern`, each once (see
+    /// [`Store::keys_matching`]).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::scan`].
+    pub fn keys_matching(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let Some(tx) = self.tx else {
+            return self.store.keys_matching(pattern);
+        };
+        let tx = tx.borrow();
+        let mut keys = Vec::new();
+        if !tx.flushed {
+            keys = self.store.keys_matching(pattern)?;
+            keys.retain(|k| !tx.writes.contains_key(k));
+        }
+        keys.extend(Self::overlay_keys(&tx, pattern));
+        Ok(keys)
+    }
+
+    /// One step of a scan (see [`emberkv::Db::scan`]). Inside EXEC the
+    /// keys the transaction wrote come with the first step (cursor 0).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::scan`].
+    pub fn scan(&self, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        let db = self.store.db();
+        let Some(tx) = self.tx else {
+            return db.scan(cursor, count);
+        };
+        let tx = tx.borrow();
+        let (mut keys, next) = if tx.flushed {
+            (Vec::new(), 0)
+        } else {
+            db.scan(cursor, count)?
+        };
+        keys.retain(|k| !tx.writes.contains_key(k));
+        if cursor == 0 {
+            keys.extend(Self::overlay_keys(&tx, b"*"));
+        }
+        Ok((keys, next))
+    }
+
+    /// A random live key (see [`Store::random_key`]).
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::scan`].
+    pub fn random_key(&self) -> Result<Option<Vec<u8>>> {
+        let Some(tx) = self.tx else {
+            return self.store.random_key();
+        };
+        {
+            let tx = tx.borrow();
+            if !tx.flushed {
+                for _ in 0..8 {
+                    match self.store.random_key()? {
+                        Some(k) if !tx.writes.contains_key(&k) => return Ok(Some(k)),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+            }
+        }
+        // The store is empty, flushed, or its keys are the transaction's:
+        // choose among every key.
+        let keys = self.keys_matching(b"*")?;
+        Ok((!keys.is_empty()).then(|| keys[fastrand::usize(0..keys.len())].clone()))
+    }
+
+    /// Removes every key (FLUSHDB): outside EXEC, as an exclusive section
+    /// over every stripe.
+    ///
+    /// # Errors
+    /// As for [`emberkv::Db::clear`].
+    pub fn flush(&self) -> Result<()> {
+        let Some(tx) = self.tx else {
+            let _section = self.store.exclusive_all();
+            return self.store.flush().map(drop);
+        };
+        let mut tx = tx.borrow_mut();
+        tx.writes.clear();
+        tx.flushed = true;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 64 << 20).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_transaction_reads_its_writes_and_commits_them_at_once() {
+        let (_dir, store) = store();
+        let later = now_ms() + 100_000;
+        store.put(b"ttl", b"1", Expiry::AtMs(later)).unwrap();
+        store.put(b"gone", b"x", Expiry::Never).unwrap();
+        store.put(b"kept", b"x", Expiry::Never).unwrap();
+        let overlay = RefCell::new(Overlay::default());
+        let kv = Kv::new(&store, Some(&overlay));
+        assert!(kv.lock(b"ttl").is_none(), "EXEC holds the stripes");
+
+        kv.update(b"ttl", |v| {
+            assert_eq!(v, Some(&b"1"[..]));
+            Some(b"2".to_vec())
+        })
+        .unwrap();
+        assert_eq!(
+            kv.entry(b"ttl").unwrap(),
+            Some((b"2".to_vec(), Some(later)))
+        );
+        assert!(kv.remove(b"gone").unwrap());
+        assert!(!kv.remove(b"gone").unwrap());
+        assert!(!kv.contains_key(b"gone").unwrap());
+        kv.put(b"new", b"v", Expiry::Never).unwrap();
+        kv.put(b"new", b"w", Expiry::Keep).unwrap();
+        assert_eq!(kv.expiry(b"new").unwrap(), Some(None));
+        assert!(kv.expire_at(b"new", later).unwrap());
+        assert!(kv.persist(b"new").unwrap());
+        assert!(!kv.persist(b"new").unwrap());
+        kv.put(b"short", b"v", Expiry::AtMs(now_ms() - 1)).unwrap();
+        assert!(!kv.contains_key(b"short").unwrap(), "a past deadline");
+        kv.apply(&[(b"m1", Some(b"1")), (b"kept", Some(b"y"))])
+            .unwrap();
+        let mut out = Vec::new();
+        assert!(kv.get_into(b"kept", &mut out).unwrap());
+        assert_eq!(out, b"y");
+        assert_eq!(kv.dbsize().unwrap(), 4, "ttl, kept, new, m1");
+        let mut keys = kv.keys_matching(b"*").unwrap();
+        keys.sort();
+        assert_eq!(keys, [&b"kept"[..], b"m1", b"new", b"ttl"]);
+        let (mut first, _) = kv.scan(0, 1000).unwrap();
+        first.sort();
+        assert_eq!(first, keys);
+        assert!(keys.contains(&kv.random_key().unwrap().unwrap()));
+        assert!(matches!(
+            kv.put(&vec![0; MAX_KEY_BYTES + 1], b"v", Expiry::Never),
+            Err(Error::KeyTooLarge { .. })
+        ));
+
+        // Nothing reached the store yet.
+        assert_eq!(store.db().get(b"ttl").unwrap().as_deref(), Some(&b"1"[..]));
+        assert!(store.db().contains_key(b"gone").unwrap());
+        assert!(!store.db().contains_key(b"new").unwrap());
+        let versions = stripe_versions(&store, &[b"ttl", b"gone", b"new"]);
+        overlay.into_inner().commit(&store).unwrap();
+        let after = stripe_versions(&store, &[b"ttl", b"gone", b"new"]);
+        assert!(versions.iter().zip(&after).all(|(a, b)| a != b));
+
+        let direct = Kv::new(&store, None);
+        assert_eq!(
+            direct.entry(b"ttl").unwrap(),
+            Some((b"2".to_vec(), Some(later)))
+        );
+        assert!(!direct.contains_key(b"gone").unwrap());
+        assert_eq!(direct.entry(b"new").unwrap(), Some((b"w".to_vec(), None)));
+        assert_eq!(direct.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
+        assert_eq!(direct.dbsize().unwrap(), 4);
+    }
+
+    fn stripe_versions(store: &Store, keys: &[&[u8]]) -> Vec<u64> {
+        keys.iter()
+            .map(|k| store.version(crate::store::stripe_of(k)))
+            .collect()
+    }
+
+    #[test]
+    fn a_flush_inside_a_transaction_hides_the_store() {
+        let (_dir, store) = store();
+        store.put(b"a", b"1", Expiry::Never).unwrap();
+        store.put(b"b", b"1", Expiry::Never).unwrap();
+        let overlay = RefCell::new(Overlay::default());
+        let kv = Kv::new(&store, Some(&overlay));
+        kv.put(b"before", b"1", Expiry::Never).unwrap();
+        kv.flush().unwrap();
+        assert_eq!(kv.get(b"a").unwrap(), None);
+        assert_eq!(kv.dbsize().unwrap(), 0);
+        assert_eq!(kv.random_key().unwrap(), None);
+        kv.put(b"c", b"1", Expiry::Never).unwrap();
+        assert_eq!(kv.keys_matching(b"*").unwrap(), vec![b"c".to_vec()]);
+        assert_eq!(kv.scan(0, 10).unwrap(), (vec![b"c".to_vec()], 0));
+        assert_eq!(kv.dbsize().unwrap(), 1);
+        assert_eq!(store.db().len(), 2, "the store is untouched until commit");
+        overlay.into_inner().commit(&store).unwrap();
+        assert_eq!(store.keys_matching(b"*").unwrap(), vec![b"c".to_vec()]);
+    }
+}
