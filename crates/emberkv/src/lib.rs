@@ -66,6 +66,8 @@ mod compaction;
 mod db;
 mod error;
 mod flusher;
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod iter;
 mod log;

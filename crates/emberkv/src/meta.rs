@@ -40,7 +40,7 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
-    fn encode(&self) -> [u8; META_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; META_BYTES] {
         let mut b = [0u8; META_BYTES];
         b[0..8].copy_from_slice(META_MAGIC);
         b[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());

@@ -1,0 +1,384 @@
+//! The bodies of the fuzz targets in the repository's `fuzz/` directory,
+//! as ordinary functions: the cargo fuzz targets are one-line wrappers
+//! around them, and `tests/fuzz_corpus.rs` replays the committed corpus
+//! through them on a stable toolchain. Each one panics when a property
+//! fails. Not part of the API: hidden from the docs, and it may change with
+//! any release.
+//!
+//! # `recovery` inputs
+//!
+//! The first byte holds flags, the rest is split into parts at
+//! [`SEPARATOR`]:
+//!
+//! | bits | meaning |
+//! |------|---------|
+//! | [`HEADERS`] | each segment part is the segment's records: a valid header (this store, this segment, the previous file's length) goes in front; otherwise a part is the whole file |
+//! | [`CHECKSUMS`] | every checksum the harness can frame is recomputed: a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `CHECKPOINT` and `RETIRED`; so mutations reach past the checksums |
+//! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
+//! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
+//! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
+//!
+//! The other parts are segment files with consecutive numbers (at most
+//! [`MAX_SEGMENTS`]), next to a valid `emberkv.meta` of 1 MiB segments.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use crate::checksum::crc32c;
+use crate::meta::{META_FILE, Meta};
+use crate::record::{Entry, FLAG_BATCH, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record};
+use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::{Db, Error, Options, Result};
+
+/// Flag: each segment part gets a valid segment header in front.
+pub const HEADERS: u8 = 1;
+/// Flag: the harness recomputes every checksum it can frame.
+pub const CHECKSUMS: u8 = 2;
+/// Flag: the last part is the `CHECKPOINT` file.
+pub const WITH_CHECKPOINT: u8 = 4;
+/// Flag: the last part (after the checkpoint's) is the `RETIRED` file.
+pub const WITH_RETIRED: u8 = 8;
+/// Separates the parts of a `recovery` input.
+pub const SEPARATOR: &[u8] = b"|SEG";
+/// Most segment files a `recovery` input lays out.
+pub const MAX_SEGMENTS: usize = 8;
+
+const FIRST_SEGMENT_SHIFT: u8 = 4;
+/// log2 of the segment size of the stores the harness lays out (1 MiB).
+const SEGMENT_BITS: u32 = 20;
+const META: Meta = Meta {
+    segment_bits: SEGMENT_BITS,
+    hash_seed: 0x5eed_5eed_5eed_5eed,
+    store_id: 0x000f_0220_000f_0220,
+};
+const CHECKPOINT_FILE: &str = "CHECKPOINT";
+const RETIRED_FILE: &str = "RETIRED";
+/// A key written after every successful open, to check the store takes
+/// writes and keeps them across a reopen.
+const PROBE_KEY: &[u8] = b"fuzz-probe";
+const PROBE_VALUE: &[u8] = b"written after open";
+
+/// Decodes a record from arbitrary bytes, as the log's readers and replay
+/// do, and checks:
+/// - no length from the input exceeds the crate's limits once the header
+///   parses (so nothing is allocated from an unchecked length);
+/// - a record that verifies re-encodes to exactly its bytes;
+/// - a record that does not verify is short or fails its checksum;
+/// - the same record with its checksum recomputed verifies and re-encodes.
+pub fn record(data: &[u8]) {
+    let Ok(header) = Header::parse(data, 0) else {
+        return;
+    };
+    let total = header.total_len();
+    if header.is_pad() {
+        assert_eq!((header.flags, header.key_len), (FLAG_PAD, 0));
+        assert_eq!(total, HEADER_BYTES + header.value_len);
+        return;
+    }
+    assert!(header.key_len <= crate::MAX_KEY_BYTES && header.value_len <= crate::MAX_VALUE_BYTES);
+    match Record::verify(header, data, 0) {
+        Ok(r) => assert_reencodes(&r, &data[..total]),
+        Err(e) => {
+            assert!(matches!(e, Error::Corruption { offset: 0, .. }), "{e}");
+            assert!(data.len() < total || crc32c(&data[4..total]) != header.crc);
+        }
+    }
+    if let Some(whole) = data.get(..total) {
+        let mut fixed = whole.to_vec();
+        let crc = crc32c(&fixed[4..]);
+        fixed[..4].copy_from_slice(&crc.to_le_bytes());
+        let h = Header::parse(&fixed, 0).expect("only the checksum changed");
+        let r = Record::verify(h, &fixed, 0).expect("checksum recomputed");
+        assert_reencodes(&r, &fixed);
+    }
+}
+
+/// Checks that `r`, verified from `bytes`, encodes back to `bytes`.
+fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
+    let entry = Entry {
+        flags: r.header.flags & (FLAG_TOMBSTONE | FLAG_BATCH),
+        expires_at: r.expires_at,
+        key: r.key,
+        value: r.value,
+    };
+    assert_eq!(entry.len(), bytes.len());
+    assert_eq!(entry.checksum(), r.header.crc);
+    let mut out = vec![0; entry.len()];
+    entry.encode(&mut out, r.header.crc);
+    assert_eq!(out, bytes);
+    assert_eq!(&bytes[r.value_offset()..], r.value);
+}
+
+/// Lays out the store files that `data` describes (see the module docs) in
+/// `dir`, an empty directory, then checks what recovery makes of them:
+/// - `emberkv::check` and `Db::open` either succeed or fail with
+///   [`Error::Corruption`] or [`Error::IncompatibleFormat`]; never a
+///   panic or a hang;
+/// - open fails only when check found a problem;
+/// - without a usable `CHECKPOINT` (which makes open trust an index image
+///   instead of replaying): every key iteration returns reads back with
+///   `get`; a write after open, a compaction, a close and a reopen keep
+///   exactly those keys and the write; and `check` then finds the store
+///   sound;
+/// - with one, every call returns (an error is fine: damage below a
+///   checkpoint surfaces when it is read).
+///
+/// # Panics
+/// When a property fails, or the files cannot be written.
+pub fn recovery(dir: &Path, data: &[u8]) {
+    if !lay_out(dir, data).expect("laying out the store files") {
+        return;
+    }
+    let trusts_image = matches!(crate::checkpoint::load(dir, META.store_id), Ok(Some(_)));
+    let report = crate::check(dir);
+    let db = match Db::open(dir, options()) {
+        Ok(db) => db,
+        Err(e) => {
+            assert_damage(&e);
+            if let Ok(report) = &report {
+                assert!(!report.is_sound(), "open failed ({e}) on a sound store");
+            }
+            return;
+        }
+    };
+    if let Err(e) = &report {
+        assert_damage(e);
+    }
+    if trusts_image {
+        exercise(db);
+        return;
+    }
+    let mut live = read_all(&db).expect("reading a store that opened");
+    db.insert(PROBE_KEY, PROBE_VALUE)
+        .expect("a write after open");
+    live.insert(PROBE_KEY.to_vec(), PROBE_VALUE.to_vec());
+    db.compact().expect("compaction of a replayed store");
+    assert_eq!(read_all(&db).expect("reading after compaction"), live);
+    db.close().expect("close");
+    let db = Db::open(dir, options()).expect("reopening a store that opened");
+    assert_eq!(read_all(&db).expect("reading after reopen"), live);
+    db.close().expect("close after reopen");
+    let report = crate::check(dir).expect("check after a clean close");
+    assert!(report.is_sound(), "{report}");
+}
+
+/// Uses a store opened from an index image the input supplied: every call
+/// must return, with a value or an error.
+fn exercise(db: Db) {
+    if let Ok(live) = read_all(&db) {
+        for key in live.keys() {
+            let _ = db.remove(key);
+        }
+    }
+    let _ = db.insert(PROBE_KEY, PROBE_VALUE);
+    let _ = db.compact();
+    let _ = db.close();
+}
+
+/// The options of every open: the smallest hot tier and index, no
+/// background compaction (the harness compacts when it wants).
+fn options() -> Options {
+    Options::default()
+        .key_capacity(64)
+        .hot_bytes(4 << 20)
+        .segment_bytes(1 << SEGMENT_BITS)
+        .compaction_garbage(None)
+}
+
+/// The errors damaged files may give.
+fn assert_damage(e: &Error) {
+    assert!(
+        matches!(
+            e,
+            Error::Corruption { .. } | Error::IncompatibleFormat { .. }
+        ),
+        "not a damage error: {e:?}"
+    );
+}
+
+/// Every live key without an expiry and its value, as iteration returns
+/// them, each checked against `get` (keys with an expiry are left out: one
+/// may expire while the harness runs).
+fn read_all(db: &Db) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut live = BTreeMap::new();
+    for pair in db.iter() {
+        let (key, value) = pair?;
+        if db.expiry(&key)? != Some(None) {
+            continue;
+        }
+        assert_eq!(
+            db.get(&key)?.as_ref(),
+            Some(&value),
+            "get disagrees with iteration"
+        );
+        assert!(
+            live.insert(key, value).is_none(),
+            "iteration returned a key twice"
+        );
+    }
+    Ok(live)
+}
+
+/// Writes the files `data` describes into `dir`; `false` for an empty
+/// input.
+fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
+    let Some((&flags, rest)) = data.split_first() else {
+        return Ok(false);
+    };
+    let mut parts = split(rest);
+    fs::write(dir.join(META_FILE), META.encode())?;
+    let fix = flags & CHECKSUMS != 0;
+    let mut write_tail_crc_file = |wanted: u8, name: &str| -> Result<()> {
+        if flags & wanted != 0
+            && let Some(part) = parts.pop()
+        {
+            let mut bytes = part.to_vec();
+            if fix && bytes.len() >= 4 {
+                let at = bytes.len() - 4;
+                let (body, crc) = bytes.split_at_mut(at);
+                crc.copy_from_slice(&crc32c(body).to_le_bytes());
+            }
+            fs::write(dir.join(name), bytes)?;
+        }
+        Ok(())
+    };
+    write_tail_crc_file(WITH_CHECKPOINT, CHECKPOINT_FILE)?;
+    write_tail_crc_file(WITH_RETIRED, RETIRED_FILE)?;
+    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id);
+    let first = u64::from(flags >> FIRST_SEGMENT_SHIFT & 3);
+    let mut prev_len = 0;
+    for (seg, part) in (first..).zip(parts.into_iter().take(MAX_SEGMENTS)) {
+        let mut bytes = part.to_vec();
+        if flags & HEADERS != 0 {
+            if fix {
+                fix_records(&mut bytes);
+            }
+            storage.create(seg, prev_len)?;
+            storage.write_at(storage.segment_start(seg) + SEGMENT_HEADER_BYTES, &bytes)?;
+            prev_len = SEGMENT_HEADER_BYTES + bytes.len() as u64;
+        } else {
+            if fix && bytes.len() >= SEGMENT_HEADER_BYTES as usize {
+                let (head, records) = bytes.split_at_mut(SEGMENT_HEADER_BYTES as usize);
+                let crc = crc32c(&head[..60]);
+                head[60..].copy_from_slice(&crc.to_le_bytes());
+                fix_records(records);
+            }
+            fs::write(dir.join(storage.file_name(seg)), &bytes)?;
+            prev_len = bytes.len() as u64;
+        }
+    }
+    Ok(true)
+}
+
+/// Splits `rest` at each [`SEPARATOR`].
+fn split(mut rest: &[u8]) -> Vec<&[u8]> {
+    let mut parts = Vec::new();
+    while let Some(at) = rest.windows(SEPARATOR.len()).position(|w| w == SEPARATOR) {
+        parts.push(&rest[..at]);
+        rest = &rest[at + SEPARATOR.len()..];
+    }
+    parts.push(rest);
+    parts
+}
+
+/// Recomputes the checksum of each record from the start of `records` on,
+/// for as long as the headers parse and the records fit.
+fn fix_records(records: &mut [u8]) {
+    let mut pos = 0;
+    while let Some(rec) = records.get_mut(pos..).filter(|r| r.len() >= HEADER_BYTES) {
+        if rec[4] == FLAG_PAD {
+            let crc = crc32c(&rec[4..HEADER_BYTES]);
+            rec[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+        let Ok(header) = Header::parse(rec, 0) else {
+            return;
+        };
+        let total = header.total_len();
+        let Some(whole) = rec.get_mut(..total) else {
+            return;
+        };
+        if !header.is_pad() {
+            let crc = crc32c(&whole[4..]);
+            whole[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+        pos += total;
+    }
+}
+
+/// Creates an empty store in `dir` with the meta file the `recovery`
+/// harness lays out, so that a store written there (with any options: the
+/// meta file's 1 MiB segments win) turns into a `recovery` input with
+/// [`recovery_input`].
+///
+/// # Errors
+/// [`Error::Io`].
+pub fn create_store(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir)?;
+    fs::write(dir.join(META_FILE), META.encode())?;
+    Ok(())
+}
+
+/// The `recovery` input that lays out the closed store in `dir` (made with
+/// [`create_store`]) again: its segment files (a missing one, retired, as
+/// an empty part), and its `CHECKPOINT` and `RETIRED` files when
+/// `flags` asks for them and they exist. With [`HEADERS`] the segment
+/// headers are left out (the harness writes them back).
+///
+/// # Errors
+/// [`Error::InvalidPath`] when the segments do not start at 0 to 3 or
+/// hold the separator; [`Error::Io`].
+pub fn recovery_input(dir: &Path, flags: u8) -> Result<Vec<u8>> {
+    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id);
+    let segments = storage.list()?;
+    let invalid = |reason: &str| Error::InvalidPath {
+        path: dir.to_path_buf(),
+        reason: reason.into(),
+    };
+    let first = segments.first().copied().unwrap_or(0);
+    if first > 3 || segments.len() > MAX_SEGMENTS {
+        return Err(invalid("segments do not fit a recovery input"));
+    }
+    let wanted = flags;
+    let mut flags = flags & (HEADERS | CHECKSUMS) | (first as u8) << FIRST_SEGMENT_SHIFT;
+    let mut parts = Vec::new();
+    for seg in first..=segments.last().copied().unwrap_or(0) {
+        let bytes = match fs::read(dir.join(storage.file_name(seg))) {
+            Ok(b) if flags & HEADERS != 0 => b
+                .get(SEGMENT_HEADER_BYTES as usize..)
+                .unwrap_or_default()
+                .to_vec(),
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        parts.push(bytes);
+    }
+    for (flag, name) in [
+        (WITH_RETIRED, RETIRED_FILE),
+        (WITH_CHECKPOINT, CHECKPOINT_FILE),
+    ] {
+        if wanted & flag == 0 {
+            continue;
+        }
+        match fs::read(dir.join(name)) {
+            Ok(b) => {
+                flags |= flag;
+                parts.push(b);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut input = vec![flags];
+    for (i, part) in parts.iter().enumerate() {
+        if part.windows(SEPARATOR.len()).any(|w| w == SEPARATOR) {
+            return Err(invalid("a file holds the separator"));
+        }
+        if i > 0 {
+            input.extend_from_slice(SEPARATOR);
+        }
+        input.extend_from_slice(part);
+    }
+    Ok(input)
+}

@@ -1,0 +1,162 @@
+//! Replays the committed fuzz corpora, `fuzz/corpus/record` and
+//! `fuzz/corpus/recovery`, through the bodies of the fuzz targets
+//! (`emberkv::fuzzing`), so that every input the fuzzer kept, and every
+//! input that once crashed, is checked by `cargo test` on a stable
+//! toolchain. `write_seeds` (ignored; `scripts/fuzz.sh seed` runs it)
+//! writes the seed inputs from real stores.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use emberkv::fuzzing::{self, CHECKSUMS, HEADERS, WITH_CHECKPOINT, WITH_RETIRED};
+use emberkv::{Db, Options, WriteBatch};
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+/// Every input of a target's corpus, by file name.
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = corpus_dir(target);
+    let mut inputs: Vec<(String, Vec<u8>)> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, fs::read(&path).unwrap())
+        })
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "{} is empty", dir.display());
+    inputs
+}
+
+/// A directory for one store, under `/dev/shm` when it exists: recovery
+/// fsyncs, which on a disk would dominate the run time.
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+#[test]
+fn record_corpus_replays() {
+    for (name, input) in corpus("record") {
+        eprintln!("record/{name}");
+        fuzzing::record(&input);
+    }
+}
+
+#[test]
+fn recovery_corpus_replays() {
+    for (name, input) in corpus("recovery") {
+        eprintln!("recovery/{name}");
+        fuzzing::recovery(scratch_dir().path(), &input);
+    }
+}
+
+/// A time far in the future (2096), so that seeds do not depend on the
+/// clock.
+fn far_future() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(4_000_000_000)
+}
+
+fn options() -> Options {
+    Options::default()
+        .key_capacity(64)
+        .hot_bytes(4 << 20)
+        .compaction_garbage(None)
+}
+
+/// Writes a little of everything a record can be: plain, empty key and
+/// value, overwritten, removed (a tombstone), with an expiry to come and
+/// one passed, and a batch.
+fn write_some(db: &Db, round: u8) -> emberkv::Result<()> {
+    let key = |k: &str| format!("{k}:{round}").into_bytes();
+    db.insert(&key("user"), b"Ada Lovelace")?;
+    db.insert(&key("counter"), b"1")?;
+    db.insert(&key("counter"), b"2")?;
+    db.insert(&key("gone"), b"soon removed")?;
+    db.remove(&key("gone"))?;
+    db.insert(&key("empty"), b"")?;
+    db.insert_with_expiry(&key("session"), b"token", far_future())?;
+    db.insert_with_expiry(&key("stale"), b"expired", SystemTime::UNIX_EPOCH)?;
+    db.insert(&key("big"), &vec![round; 3000])?;
+    let mut batch = WriteBatch::new();
+    batch
+        .insert(&key("from"), b"90")
+        .insert(&key("to"), b"110")
+        .remove(&key("user"));
+    db.apply_batch(&batch)
+}
+
+/// The records of a segment file (after its 64-byte header), framed by
+/// the format in `docs/ARCHITECTURE.md`.
+fn records(segment: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut pos = 64;
+    while pos + 16 <= segment.len() {
+        let u32_at = |i: usize| u32::from_le_bytes(segment[i..i + 4].try_into().unwrap()) as usize;
+        let flags = segment[pos + 4];
+        let (key_len, value_len) = (u32_at(pos + 8), u32_at(pos + 12));
+        let total = if flags & 2 != 0 {
+            16 + value_len
+        } else {
+            16 + if flags & 4 != 0 { 8 } else { 0 } + key_len + value_len
+        };
+        out.push(segment[pos..(pos + total).min(segment.len())].to_vec());
+        pos += total;
+    }
+    out
+}
+
+/// Writes the seed inputs of `record` and `recovery` from three small
+/// stores: one empty, one with a segment of records, and one whose
+/// compactions retired segments.
+#[test]
+#[ignore = "writes fuzz/corpus; run by scripts/fuzz.sh seed"]
+fn write_seeds() -> emberkv::Result<()> {
+    let stores: [(&str, u8); 3] = [("empty", 0), ("one-segment", 1), ("compacted", 3)];
+    for (name, rounds) in stores {
+        let dir = scratch_dir();
+        fuzzing::create_store(dir.path())?;
+        let db = Db::open(dir.path(), options())?;
+        for round in 0..rounds {
+            write_some(&db, round)?;
+            if name == "compacted" {
+                db.compact()?;
+            }
+        }
+        db.close()?;
+        let variants = [
+            ("replay", HEADERS | CHECKSUMS | WITH_RETIRED),
+            (
+                "checkpoint",
+                HEADERS | CHECKSUMS | WITH_RETIRED | WITH_CHECKPOINT,
+            ),
+            ("raw", CHECKSUMS | WITH_RETIRED),
+        ];
+        for (variant, flags) in variants {
+            let input = fuzzing::recovery_input(dir.path(), flags)?;
+            fuzzing::recovery(scratch_dir().path(), &input);
+            fs::write(
+                corpus_dir("recovery").join(format!("seed-{name}-{variant}")),
+                input,
+            )?;
+        }
+        if name == "one-segment" {
+            let segment = fs::read(dir.path().join("000000000000.seg"))?;
+            for (i, record) in records(&segment).into_iter().enumerate() {
+                fuzzing::record(&record);
+                fs::write(corpus_dir("record").join(format!("seed-{i:02}")), record)?;
+            }
+        }
+    }
+    Ok(())
+}
