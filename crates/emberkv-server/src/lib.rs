@@ -36,6 +36,8 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod glob;
 pub mod kv;
 pub mod log;
