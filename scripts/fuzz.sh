@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Fuzzing with cargo fuzz (libFuzzer) on the stable toolchain.
+#
+#   scripts/fuzz.sh TARGET [SECONDS]   fuzz one target (record, recovery,
+#                                      resp) for SECONDS (default 60)
+#   scripts/fuzz.sh cmin TARGET        minimise fuzz/corpus/TARGET together
+#                                      with what runs found (fuzz/work/TARGET)
+#   scripts/fuzz.sh seed               rewrite the seed inputs from real
+#                                      stores and requests
+#
+# A run reads fuzz/corpus/TARGET (committed) and writes the inputs it finds
+# to fuzz/work/TARGET (ignored by git); `cmin` folds them into the
+# committed corpus, keeping every `seed-*` and `regression-*` file. A crash
+# stops the run and leaves the input in fuzz/artifacts/TARGET/.
+#
+# cargo fuzz passes nightly -Z flags to rustc (sanitizer, coverage);
+# RUSTC_BOOTSTRAP=1 makes the stable compiler accept them. One job, since
+# the project's machines have two cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RUSTC_BOOTSTRAP=1
+# Workspace builds (seed) go where scripts/test.sh puts them; cargo fuzz
+# builds into fuzz/target.
+workspace_target="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
+unset CARGO_TARGET_DIR
+
+targets="record recovery resp"
+
+usage() {
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+ensure_cargo_fuzz() {
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        echo "== installing cargo-fuzz"
+        cargo install --locked cargo-fuzz
+    fi
+}
+
+check_target() {
+    case " $targets " in
+    *" $1 "*) ;;
+    *) echo "unknown target '$1' (one of: $targets)" >&2; exit 2 ;;
+    esac
+}
+
+# recovery writes a store per input and fsyncs: on tmpfs that costs nothing.
+if [ -d /dev/shm ]; then
+    export TMPDIR=/dev/shm
+fi
+
+case "${1:-}" in
+"" | -h | --help)
+    usage
+    ;;
+seed)
+    export CARGO_TARGET_DIR="$workspace_target"
+    cargo test -p emberkv --test fuzz_corpus -- --ignored write_seeds
+    cargo test -p emberkv-server --test fuzz_corpus -- --ignored write_seeds
+    ;;
+cmin)
+    target="${2:-}"
+    check_target "$target"
+    ensure_cargo_fuzz
+    corpus="fuzz/corpus/$target"
+    work="fuzz/work/$target"
+    merged="$(mktemp -d)"
+    mkdir -p "$work"
+    cargo fuzz run "$target" "$merged" "$corpus" "$work" -- -merge=1 -timeout=60
+    cp "$corpus"/seed-* "$merged"/ 2>/dev/null || true
+    cp "$corpus"/regression-* "$merged"/ 2>/dev/null || true
+    rm -rf "$corpus" "$work"
+    mv "$merged" "$corpus"
+    chmod 755 "$corpus"
+    echo "== $corpus: $(ls "$corpus" | wc -l) inputs, $(du -sh "$corpus" | cut -f1)"
+    ;;
+*)
+    target="$1"
+    seconds="${2:-60}"
+    check_target "$target"
+    ensure_cargo_fuzz
+    mkdir -p "fuzz/work/$target"
+    # -timeout: an input running for 30 s is reported as a hang.
+    cargo fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
+        -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+        -print_final_stats=1
+    ;;
+esac
