@@ -338,7 +338,9 @@ impl<'a> Cursor<'a> {
                 for _ in 0..n {
                     self.skip(depth + 1)?;
                 }
-                self.skip(depth)?;
+                // The annotated frame counts as one level deeper, so that a
+                // chain of attributes is capped like nested aggregates.
+                self.skip(depth + 1)?;
             }
         }
         Ok(())
@@ -400,7 +402,7 @@ impl<'a> Cursor<'a> {
                 for _ in 0..n {
                     self.skip(depth + 1)?;
                 }
-                self.read(bytes, depth)?
+                self.read(bytes, depth + 1)?
             }
         })
     }
@@ -758,6 +760,29 @@ mod tests {
             check(b"$536870913\r\n"),
             Err(FrameError::Protocol(ProtocolError::BulkTooLarge { .. }))
         ));
+    }
+
+    /// Regression: each attribute of a chain used to annotate its frame at
+    /// the same depth, so `|1 k v |1 k v ...` recursed once per attribute
+    /// past `max_depth`; 200,000 of them overflowed the stack of
+    /// `Frame::check` (found with the `resp` fuzz target's binary).
+    #[test]
+    fn attribute_chains_count_toward_the_depth_cap() {
+        let chain = |n: usize| {
+            let mut wire = b"|1\r\n_\r\n_\r\n".repeat(n);
+            wire.extend_from_slice(b":7\r\n");
+            Bytes::from(wire)
+        };
+        let limits = Limits::default();
+        let ok = chain(limits.max_depth);
+        assert_eq!(Frame::check(&ok, limits), Ok(ok.len()));
+        assert_eq!(Frame::parse(&ok, limits), Ok((Frame::Integer(7), ok.len())));
+        for n in [limits.max_depth + 1, 200_000] {
+            let deep = chain(n);
+            let too_deep = Err(FrameError::Protocol(ProtocolError::TooDeep));
+            assert_eq!(Frame::check(&deep, limits), too_deep);
+            assert_eq!(Frame::parse(&deep, limits).map(|(_, n)| n), too_deep);
+        }
     }
 
     #[test]
