@@ -17,6 +17,7 @@
 //! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
 //! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
 //! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
+//! | [`NEAR_END`] | with [`HEADERS`]: a pad record fills each segment up to [`NEAR_END_ROOM`] bytes before its end, and the part's records follow it, so that they reach the segment's end without a megabyte of input |
 //!
 //! The other parts are segment files with consecutive numbers (at most
 //! [`MAX_SEGMENTS`]), next to a valid `emberkv.meta` of 1 MiB segments.
@@ -27,7 +28,9 @@ use std::path::Path;
 
 use crate::checksum::crc32c;
 use crate::meta::{META_FILE, Meta};
-use crate::record::{Entry, FLAG_BATCH, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record};
+use crate::record::{
+    Entry, FLAG_BATCH, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record, encode_pad,
+};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::{Db, Error, Options, Result};
 
@@ -39,6 +42,12 @@ pub const CHECKSUMS: u8 = 2;
 pub const WITH_CHECKPOINT: u8 = 4;
 /// Flag: the last part (after the checkpoint's) is the `RETIRED` file.
 pub const WITH_RETIRED: u8 = 8;
+/// Flag: with [`HEADERS`], each segment part starts [`NEAR_END_ROOM`]
+/// bytes before the segment's end, after a pad record.
+pub const NEAR_END: u8 = 0x40;
+/// Where a [`NEAR_END`] part starts: this many bytes before the end of its
+/// segment.
+pub const NEAR_END_ROOM: u64 = 256;
 /// Separates the parts of a `recovery` input.
 pub const SEPARATOR: &[u8] = b"|SEG";
 /// Most segment files a `recovery` input lays out.
@@ -220,9 +229,14 @@ fn read_all(db: &Db) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     Ok(live)
 }
 
-/// Writes the files `data` describes into `dir`; `false` for an empty
-/// input.
-fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
+/// Writes the store files a `recovery` input describes (see the module
+/// docs) into `dir`, an empty directory: to look at an input that failed
+/// with the CLI (`emberkv DIR check`), say. Returns `false`, writing
+/// nothing, for an empty input.
+///
+/// # Errors
+/// [`Error::Io`].
+pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
     let Some((&flags, rest)) = data.split_first() else {
         return Ok(false);
     };
@@ -255,8 +269,17 @@ fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
                 fix_records(&mut bytes);
             }
             storage.create(seg, prev_len)?;
-            storage.write_at(storage.segment_start(seg) + SEGMENT_HEADER_BYTES, &bytes)?;
-            prev_len = SEGMENT_HEADER_BYTES + bytes.len() as u64;
+            let start = storage.segment_start(seg);
+            let mut at = SEGMENT_HEADER_BYTES;
+            if flags & NEAR_END != 0 {
+                let near_end = storage.segment_size() - NEAR_END_ROOM;
+                let mut pad = vec![0; (near_end - at) as usize];
+                encode_pad(&mut pad);
+                storage.write_at(start + at, &pad[..HEADER_BYTES])?;
+                at = near_end;
+            }
+            storage.write_at(start + at, &bytes)?;
+            prev_len = at + bytes.len() as u64;
         } else {
             if fix && bytes.len() >= SEGMENT_HEADER_BYTES as usize {
                 let (head, records) = bytes.split_at_mut(SEGMENT_HEADER_BYTES as usize);
