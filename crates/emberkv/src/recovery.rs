@@ -108,9 +108,16 @@ pub(crate) fn replay(
     }
     segments.retain(|&s| !retired.contains(s));
     let Some(&newest) = segments.last() else {
-        let next = retired
-            .first_missing(0, u64::MAX)
-            .expect("the retired set is finite");
+        // The first segment the manifest leaves, found in time linear in
+        // the retired set: a damaged manifest may retire them all.
+        let next = retired.first_missing(0, storage.segment_of(u64::MAX));
+        let Some(next) = next else {
+            mode.problem(Error::corruption(
+                0,
+                "RETIRED retires every segment of the log address space",
+            ))?;
+            return Ok(0);
+        };
         if let Mode::Repair = mode {
             storage.create(next, 0)?;
         }
@@ -140,7 +147,11 @@ pub(crate) fn replay(
         if start + storage.segment_size() <= from {
             continue;
         }
-        let end = start + storage.file_len(seg)?;
+        // A record never crosses the segment's end: bytes past it (in a
+        // file longer than a segment) are damage, and the log must not
+        // resume past it.
+        let file_len = storage.file_len(seg)?;
+        let end = start + file_len.min(storage.segment_size());
         if let Mode::Check(report) = &mut mode {
             report.segments += 1;
         }
@@ -183,7 +194,7 @@ pub(crate) fn replay(
         let mut batch_start = pos;
         let torn = loop {
             if pos >= end {
-                break !batch.is_empty();
+                break !batch.is_empty() || file_len > storage.segment_size();
             }
             match next_record(storage, &mut chunk, pos, end)? {
                 Next::Pad(_) if !batch.is_empty() => break true,

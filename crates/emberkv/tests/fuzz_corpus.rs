@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use emberkv::fuzzing::{self, CHECKSUMS, HEADERS, WITH_CHECKPOINT, WITH_RETIRED};
-use emberkv::{Db, Options, WriteBatch};
+use emberkv::{Db, Error, Options, WriteBatch};
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,6 +59,65 @@ fn recovery_corpus_replays() {
         eprintln!("recovery/{name}");
         fuzzing::recovery(scratch_dir().path(), &input);
     }
+}
+
+/// An input of the recovery corpus laid out as a store in a fresh
+/// directory.
+fn laid_out(name: &str) -> tempfile::TempDir {
+    let input = fs::read(corpus_dir("recovery").join(name)).unwrap();
+    let dir = scratch_dir();
+    assert!(fuzzing::lay_out(dir.path(), &input).unwrap());
+    dir
+}
+
+/// Regression: with no segment file left, recovery looks for the first
+/// segment `RETIRED` leaves. A manifest retiring the first 2^40 segments
+/// made the search (one number at a time, then) spin for hours: the store
+/// now opens at once with its log at segment 2^40. One retiring every
+/// segment (`below` = 2^64 - 1) left the search with nothing to find, which
+/// panicked: it is corruption now.
+#[test]
+fn manifest_retiring_most_or_all_segments() -> emberkv::Result<()> {
+    let dir = laid_out("regression-retired-below-huge");
+    let db = Db::open(dir.path(), options())?;
+    db.insert(b"k", b"v")?;
+    db.close()?;
+    let db = Db::open(dir.path(), options())?;
+    assert_eq!(db.get(b"k")?.as_deref(), Some(&b"v"[..]));
+    db.close()?;
+    let report = emberkv::check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+
+    let dir = laid_out("regression-retired-below-max");
+    let err = Db::open(dir.path(), options()).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    let report = emberkv::check(dir.path())?;
+    assert!(!report.is_sound(), "{report}");
+    Ok(())
+}
+
+/// Regression: a segment file longer than a segment let replay accept a
+/// record crossing the segment's end and resume the log in the next
+/// segment's address space, past where that segment's file would start:
+/// the next write then left a gap of zeros after the new segment's header,
+/// and compaction (or the next open) found that segment damaged. The
+/// crossing record is now a torn tail, cut off.
+#[test]
+fn record_across_the_segment_end_is_a_torn_tail() -> emberkv::Result<()> {
+    let dir = laid_out("regression-record-across-segment-end");
+    let db = Db::open(dir.path(), options())?;
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"k")?, None);
+    db.insert(b"after", b"open")?;
+    db.compact()?;
+    db.close()?;
+    let db = Db::open(dir.path(), options())?;
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"after")?.as_deref(), Some(&b"open"[..]));
+    db.close()?;
+    let report = emberkv::check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+    Ok(())
 }
 
 /// A time far in the future (2096), so that seeds do not depend on the
