@@ -270,10 +270,12 @@ impl Segments {
     }
 
     /// Cuts segment `seg` at log address `addr` (dropping a torn tail) and
-    /// makes the cut durable.
+    /// makes the cut durable. `addr` may be the segment's end (not masked
+    /// to offset 0 of the next segment).
     pub(crate) fn truncate(&self, seg: u64, addr: u64) -> Result<()> {
+        debug_assert!(self.segment_of(addr) == seg || addr == self.segment_start(seg + 1));
         let file = self.open(seg)?;
-        file.set_len(self.offset_in_segment(addr))?;
+        file.set_len(addr - self.segment_start(seg))?;
         file.sync_all()?;
         Ok(())
     }

@@ -120,6 +120,28 @@ fn record_across_the_segment_end_is_a_torn_tail() -> emberkv::Result<()> {
     Ok(())
 }
 
+/// Regression, found by the recovery target: records ending exactly at
+/// the end of a segment whose file is longer, so that replay cuts the file
+/// at the segment's end. The cut's log address was masked to a file offset,
+/// which for the segment's end is 0: the whole file was truncated, and the
+/// keys replay had just indexed pointed past its end.
+#[test]
+fn a_cut_at_the_segment_end_keeps_the_segment() -> emberkv::Result<()> {
+    let dir = laid_out("regression-cut-at-segment-end");
+    let db = Db::open(dir.path(), options())?;
+    let mut keys = 0;
+    for pair in db.iter() {
+        let (key, value) = pair?;
+        assert_eq!(db.get(&key)?, Some(value));
+        keys += 1;
+    }
+    assert!(keys > 0);
+    db.close()?;
+    let segment = fs::metadata(dir.path().join("000000000000.seg"))?;
+    assert_eq!(segment.len(), 1 << 20, "cut at the segment's end");
+    Ok(())
+}
+
 /// A time far in the future (2096), so that seeds do not depend on the
 /// clock.
 fn far_future() -> SystemTime {
