@@ -173,12 +173,15 @@ pub fn recovery(dir: &Path, data: &[u8]) {
 }
 
 /// Uses a store opened from an index image the input supplied: every call
-/// must return, with a value or an error.
+/// must return, with a value or an error. (The harness recomputes
+/// checksums, so the image may point at records that verify but disagree
+/// with it, which a real checkpoint never does: a key may then show up
+/// twice, or not be found by its own key.)
 fn exercise(db: Db) {
-    if let Ok(live) = read_all(&db) {
-        for key in live.keys() {
-            let _ = db.remove(key);
-        }
+    let keys: Vec<Vec<u8>> = db.keys().filter_map(Result::ok).collect();
+    for key in &keys {
+        let _ = db.get(key);
+        let _ = db.remove(key);
     }
     let _ = db.insert(PROBE_KEY, PROBE_VALUE);
     let _ = db.compact();
