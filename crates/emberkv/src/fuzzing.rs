@@ -13,7 +13,7 @@
 //! | bits | meaning |
 //! |------|---------|
 //! | [`HEADERS`] | each segment part is the segment's records: a valid header (this store, this segment, the previous file's length) goes in front; otherwise a part is the whole file |
-//! | [`CHECKSUMS`] | every checksum the harness can frame is recomputed: a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `CHECKPOINT` and `RETIRED`; so mutations reach past the checksums |
+//! | [`CHECKSUMS`] | unless there is a `CHECKPOINT`: every checksum the harness can frame is recomputed (a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
 //! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
 //! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
 //! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
@@ -36,7 +36,12 @@ use crate::{Db, Error, Options, Result};
 
 /// Flag: each segment part gets a valid segment header in front.
 pub const HEADERS: u8 = 1;
-/// Flag: the harness recomputes every checksum it can frame.
+/// Flag: the harness recomputes every checksum it can frame, unless the
+/// input has a `CHECKPOINT`. Open trusts a checkpoint whose checksum
+/// verifies (an index image: its entries and byte counts are not derived
+/// again from the records), so records rewritten with valid checksums
+/// under it, or a rewritten checkpoint, are states no damage produces;
+/// with a checkpoint the fuzzer explores damage the checksums catch.
 pub const CHECKSUMS: u8 = 2;
 /// Flag: the last part is the `CHECKPOINT` file.
 pub const WITH_CHECKPOINT: u8 = 4;
@@ -245,7 +250,7 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
     };
     let mut parts = split(rest);
     fs::write(dir.join(META_FILE), META.encode())?;
-    let fix = flags & CHECKSUMS != 0;
+    let fix = flags & CHECKSUMS != 0 && flags & WITH_CHECKPOINT == 0;
     let mut write_tail_crc_file = |wanted: u8, name: &str| -> Result<()> {
         if flags & wanted != 0
             && let Some(part) = parts.pop()
