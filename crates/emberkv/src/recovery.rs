@@ -302,7 +302,14 @@ fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Res
     };
     let total = header.total_len();
     let next = pos + total as u64;
-    if next > end {
+    // The appender leaves either no room or room for a pad after a record
+    // in a page, and pages end inside their segment: a record ending less
+    // than a pad before its segment's end was not written by it (and the
+    // log could not resume after it).
+    let room_after = storage
+        .segment_start(storage.segment_of(pos) + 1)
+        .saturating_sub(next);
+    if next > end || (1..HEADER_BYTES as u64).contains(&room_after) {
         return Ok(Next::Invalid);
     }
     if header.is_pad() {

@@ -142,6 +142,28 @@ fn a_cut_at_the_segment_end_keeps_the_segment() -> emberkv::Result<()> {
     Ok(())
 }
 
+/// Regression, found by the recovery target: replay accepted a record
+/// ending 15 bytes before its segment's end, which the appender never
+/// writes (it leaves no room or room for a pad). The log resumed there; the
+/// next write moved to the next segment and the flusher wrote the 15 bytes
+/// of the page's slack after the tail, so the sealed segment ended in an
+/// invalid record: `check` reported it, and an open without the checkpoint
+/// failed. Such a record is now a torn tail.
+#[test]
+fn a_record_ending_less_than_a_pad_before_the_segment_end_is_torn() -> emberkv::Result<()> {
+    let dir = laid_out("regression-record-ends-just-before-segment-end");
+    let db = Db::open(dir.path(), options())?;
+    db.insert(b"after", b"open")?;
+    db.close()?;
+    fs::remove_file(dir.path().join("CHECKPOINT"))?;
+    let db = Db::open(dir.path(), options())?;
+    assert_eq!(db.get(b"after")?.as_deref(), Some(&b"open"[..]));
+    db.close()?;
+    let report = emberkv::check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+    Ok(())
+}
+
 /// A time far in the future (2096), so that seeds do not depend on the
 /// clock.
 fn far_future() -> SystemTime {
