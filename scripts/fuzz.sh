@@ -65,15 +65,22 @@ cmin)
     ensure_cargo_fuzz
     corpus="fuzz/corpus/$target"
     work="fuzz/work/$target"
-    merged="$(mktemp -d)"
     mkdir -p "$work"
-    cargo fuzz run "$target" "$merged" "$corpus" "$work" -- -merge=1 -timeout=60
-    cp "$corpus"/seed-* "$merged"/ 2>/dev/null || true
-    cp "$corpus"/regression-* "$merged"/ 2>/dev/null || true
-    rm -rf "$corpus" "$work"
+    # Seeds and regressions stay; of the rest, libFuzzer keeps the inputs
+    # that cover what they do not, smallest first, among those of at most
+    # 4 KiB (larger ones, such as stores with their index checkpoint,
+    # would make the committed corpus megabytes).
+    merged="$(mktemp -d)"
+    candidates="$(mktemp -d)"
+    find "$corpus" -maxdepth 1 -type f \( -name 'seed-*' -o -name 'regression-*' \) \
+        -exec cp {} "$merged"/ \;
+    find "$corpus" "$work" -maxdepth 1 -type f -size -4097c \
+        ! -name 'seed-*' ! -name 'regression-*' -exec cp {} "$candidates"/ \;
+    cargo fuzz run "$target" "$merged" "$candidates" -- -merge=1 -timeout=60
+    rm -rf "$corpus" "$work" "$candidates"
     mv "$merged" "$corpus"
     chmod 755 "$corpus"
-    echo "== $corpus: $(ls "$corpus" | wc -l) inputs, $(du -sh "$corpus" | cut -f1)"
+    echo "== $corpus: $(ls "$corpus" | wc -l) inputs, $(cat "$corpus"/* | wc -c) bytes"
     ;;
 *)
     target="$1"
