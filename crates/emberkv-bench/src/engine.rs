@@ -54,6 +54,21 @@ pub struct OpenOptions {
     pub threads: usize,
 }
 
+/// The error an opener returns when its engine cannot honour what
+/// [`OpenOptions`] asks (FULL durability from an engine that persists only
+/// through checkpoints, say). The report shows the engine's cells as
+/// unsupported, with this reason, instead of running them.
+#[derive(Debug)]
+pub struct Unsupported(pub String);
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unsupported: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
 /// The callback of [`Engine::scan`]: called with each key and value.
 pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
 

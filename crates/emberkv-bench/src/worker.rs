@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{Bench, Config, Outcome};
-use crate::engine::{Durability, Engine, OpenOptions};
+use crate::engine::{Durability, Engine, OpenOptions, Unsupported};
 use crate::engines::{self, Availability, Kind};
 use crate::report::{Cell, Metrics, Scenario, Status, micros, thousands};
 
@@ -152,12 +152,15 @@ pub fn run(job: &Job) -> Result<JobResult> {
     ) {
         Ok(bench) => bench,
         Err(e) => {
-            let why = format!("{e:#}");
+            let status = match e.downcast_ref::<Unsupported>() {
+                Some(Unsupported(why)) => Status::Unsupported(why.clone()),
+                None => Status::Error(format!("{e:#}")),
+            };
             result.cells = job
                 .scenario
                 .workloads
                 .iter()
-                .map(|&w| cell(job, spec.kind, w, Status::Error(why.clone()), None))
+                .map(|&w| cell(job, spec.kind, w, status.clone(), None))
                 .collect();
             return Ok(result);
         }
