@@ -63,17 +63,29 @@ impl<W: Write> Crc<W> {
 }
 
 /// Writes a checkpoint of `index` covering the log below `covered` (a
-/// durable record boundary read before this call).
+/// durable record boundary read before this call). The copy may hold
+/// entries of records appended after `covered`; `make_durable` is called
+/// after the copy and before the checkpoint replaces the previous one, and
+/// must make every record appended so far durable, so that no entry of a
+/// published checkpoint points past what a crash leaves of the log.
 ///
 /// # Errors
 /// [`Error::Io`]; the previous checkpoint is left in place then, and the
 /// partial temporary file removed.
-pub(crate) fn write(dir: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()> {
+pub(crate) fn write(
+    dir: &Path,
+    store_id: u64,
+    index: &Index,
+    covered: u64,
+    make_durable: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let tmp = dir.join(TMP);
-    write_to(&tmp, store_id, index, covered).inspect_err(|_| {
-        // Best effort: the next checkpoint truncates it anyway.
-        let _ = fs::remove_file(&tmp);
-    })?;
+    write_to(&tmp, store_id, index, covered)
+        .and_then(|()| make_durable())
+        .inspect_err(|_| {
+            // Best effort: the next checkpoint truncates it anyway.
+            let _ = fs::remove_file(&tmp);
+        })?;
     fs::rename(&tmp, dir.join(FILE))?;
     sync_dir(dir)
 }
@@ -224,7 +236,7 @@ mod tests {
     fn roundtrip_and_every_damage_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::with_capacity(100);
-        write(dir.path(), 7, &index, 4096).unwrap();
+        write(dir.path(), 7, &index, 4096, || Ok(())).unwrap();
         let bytes = fs::read(dir.path().join(FILE)).unwrap();
         let loaded = decode(&bytes, 7).unwrap();
         assert_eq!(loaded.covered, 4096);

@@ -13,7 +13,7 @@
 //! | bits | meaning |
 //! |------|---------|
 //! | [`HEADERS`] | each segment part is the segment's records: a valid header (this store, this segment, the previous file's length) goes in front; otherwise a part is the whole file |
-//! | [`CHECKSUMS`] | unless there is a `CHECKPOINT`: every checksum the harness can frame is recomputed (a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
+//! | [`CHECKSUMS`] | the trailing CRC32C of `CHECKPOINT` is recomputed, and, unless there is a `CHECKPOINT`, every other checksum the harness can frame (a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
 //! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
 //! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
 //! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
@@ -36,12 +36,13 @@ use crate::{Db, Error, Options, Result};
 
 /// Flag: each segment part gets a valid segment header in front.
 pub const HEADERS: u8 = 1;
-/// Flag: the harness recomputes every checksum it can frame, unless the
-/// input has a `CHECKPOINT`. Open trusts a checkpoint whose checksum
-/// verifies (an index image: its entries and byte counts are not derived
-/// again from the records), so records rewritten with valid checksums
-/// under it, or a rewritten checkpoint, are states no damage produces;
-/// with a checkpoint the fuzzer explores damage the checksums catch.
+/// Flag: the harness recomputes the checkpoint's checksum, and every
+/// other checksum it can frame unless the input has a `CHECKPOINT`. Open
+/// checks a checkpoint's image against itself and against the recovered
+/// log, but not each entry against its record's key, so records rewritten
+/// with valid checksums under a checkpoint are a state no damage produces;
+/// with a checkpoint the fuzzer explores crafted images over damage the
+/// record checksums catch.
 pub const CHECKSUMS: u8 = 2;
 /// Flag: the last part is the `CHECKPOINT` file.
 pub const WITH_CHECKPOINT: u8 = 4;
@@ -178,10 +179,10 @@ pub fn recovery(dir: &Path, data: &[u8]) {
 }
 
 /// Uses a store opened from an index image the input supplied: every call
-/// must return, with a value or an error. (The harness recomputes
-/// checksums, so the image may point at records that verify but disagree
-/// with it, which a real checkpoint never does: a key may then show up
-/// twice, or not be found by its own key.)
+/// must return, with a value or an error. (The image may be crafted, with
+/// its checksum recomputed: entries may point at records of other keys,
+/// which a real checkpoint never does, so a key may then show up twice,
+/// or not be found by its own key.)
 fn exercise(db: Db) {
     let keys: Vec<Vec<u8>> = db.keys().filter_map(Result::ok).collect();
     for key in &keys {
@@ -251,7 +252,7 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
     let mut parts = split(rest);
     fs::write(dir.join(META_FILE), META.encode())?;
     let fix = flags & CHECKSUMS != 0 && flags & WITH_CHECKPOINT == 0;
-    let mut write_tail_crc_file = |wanted: u8, name: &str| -> Result<()> {
+    let mut write_tail_crc_file = |wanted: u8, name: &str, fix: bool| -> Result<()> {
         if flags & wanted != 0
             && let Some(part) = parts.pop()
         {
@@ -265,8 +266,8 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
         }
         Ok(())
     };
-    write_tail_crc_file(WITH_CHECKPOINT, CHECKPOINT_FILE)?;
-    write_tail_crc_file(WITH_RETIRED, RETIRED_FILE)?;
+    write_tail_crc_file(WITH_CHECKPOINT, CHECKPOINT_FILE, flags & CHECKSUMS != 0)?;
+    write_tail_crc_file(WITH_RETIRED, RETIRED_FILE, fix)?;
     let storage = Segments::new(dir, SEGMENT_BITS, META.store_id);
     let first = u64::from(flags >> FIRST_SEGMENT_SHIFT & 3);
     let mut prev_len = 0;

@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Hashes keys for the index: XXH3-64 (Collet, xxHash) keyed with the
 /// store's random seed from its meta file, so that keys crafted by a client
@@ -256,6 +256,65 @@ pub(crate) struct ShardImage {
     pub live: Vec<(u64, SegmentLive)>,
 }
 
+impl ShardImage {
+    /// Checks that the image agrees with itself: a table size an index
+    /// could have, `used` equal to its non-empty entries and below the
+    /// growth threshold (so a probe always meets an empty slot), segments
+    /// listed once in ascending order with no more expiring keys than
+    /// keys, and each segment's key count equal to the entries pointing
+    /// into it. One pass over the entries, a binary search each.
+    fn check(
+        &self,
+        covered: u64,
+        segment_of: impl Fn(u64) -> u64,
+    ) -> std::result::Result<(), String> {
+        let len = self.entries.len();
+        if len < MIN_SLOTS || !len.is_multiple_of(8) {
+            return Err(format!("impossible table size {len}"));
+        }
+        if self.used > max_used(len) as u64 {
+            return Err(format!("{} of {len} slots used", self.used));
+        }
+        if self.live.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("segments not in ascending order".into());
+        }
+        if let Some((seg, _)) = self.live.iter().find(|(_, l)| l.expiring > l.keys) {
+            return Err(format!("segment {seg}: more expiring keys than keys"));
+        }
+        let mut keys = vec![0u64; self.live.len()];
+        let mut used = 0u64;
+        for &e in &self.entries {
+            if e == EMPTY {
+                continue;
+            }
+            used += 1;
+            if e == DELETED {
+                continue;
+            }
+            let seg = segment_of(entry_addr(e, covered));
+            match self.live.binary_search_by_key(&seg, |&(s, _)| s) {
+                Ok(i) => keys[i] += 1,
+                Err(_) => return Err(format!("an entry points into uncounted segment {seg}")),
+            }
+        }
+        if used != self.used {
+            return Err(format!("{used} slots used, {} recorded", self.used));
+        }
+        if let Some(((seg, l), n)) = self
+            .live
+            .iter()
+            .zip(&keys)
+            .find(|((_, l), n)| l.keys != **n)
+        {
+            return Err(format!(
+                "segment {seg}: {n} entries, {} keys recorded",
+                l.keys
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Totals over all shards, for [`crate::Stats`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Totals {
@@ -354,13 +413,26 @@ impl Index {
     /// `covered` is the checkpoint's log address (entries lie within
     /// [`MAX_LOG_SPAN`] of it); `segment_of` maps a log address to its
     /// segment.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] when an image contradicts itself (its slot
+    /// count, or its per-segment key counts, disagree with its entries):
+    /// the checksum only proves the file is what was written, and a table
+    /// with no empty slot or counts that run below zero must never be used.
     pub(crate) fn from_images(
         images: Vec<ShardImage>,
         covered: u64,
         segment_of: impl Fn(u64) -> u64,
         gone: impl Fn(u64) -> bool,
-    ) -> Index {
-        debug_assert_eq!(images.len(), SHARDS);
+    ) -> Result<Index> {
+        if images.len() != SHARDS {
+            return Err(Error::corruption(0, "index checkpoint: wrong shard count"));
+        }
+        for (i, image) in images.iter().enumerate() {
+            image.check(covered, &segment_of).map_err(|reason| {
+                Error::corruption(0, format!("index checkpoint: shard {i}: {reason}"))
+            })?;
+        }
         let shards = images
             .into_iter()
             .map(|image| {
@@ -398,10 +470,22 @@ impl Index {
                 }
             })
             .collect();
-        Index {
+        Ok(Index {
             shards,
             base: Base(AtomicU64::new(covered)),
-        }
+        })
+    }
+
+    /// Whether any entry points at `end` or past it (one pass over every
+    /// table, for the check after a replay from a checkpoint).
+    pub(crate) fn points_at_or_past(&self, end: u64) -> bool {
+        let base = self.base.load();
+        self.shards.iter().any(|shard| {
+            shard.table.load().slots.iter().any(|slot| {
+                let e = slot.load(Ordering::Relaxed);
+                e != EMPTY && e != DELETED && entry_addr(e, base) >= end
+            })
+        })
     }
 
     /// Keys, their bytes, and the memory held by the tables (briefly
@@ -549,18 +633,21 @@ impl ShardWriter<'_> {
         live.expiring += expiring;
     }
 
-    /// Takes back what [`ShardWriter::add_live`] counted.
+    /// Takes back what [`ShardWriter::add_live`] counted. The byte counts
+    /// saturate at zero: those of a checkpoint are checked against its
+    /// entries only by count, and a crafted file must skew statistics at
+    /// worst, never wrap them or panic.
     pub(crate) fn remove_live(&mut self, segment: u64, record: u64, logical: u64, expiring: bool) {
         let expiring = u64::from(expiring);
         let state = &mut *self.state;
-        state.record_bytes -= record;
-        state.logical_bytes -= logical;
-        state.expiring -= expiring;
+        state.record_bytes = state.record_bytes.saturating_sub(record);
+        state.logical_bytes = state.logical_bytes.saturating_sub(logical);
+        state.expiring = state.expiring.saturating_sub(expiring);
         if let Some(live) = state.live_by_segment.get_mut(&segment) {
-            live.keys -= 1;
-            live.record_bytes -= record;
-            live.logical_bytes -= logical;
-            live.expiring -= expiring;
+            live.keys = live.keys.saturating_sub(1);
+            live.record_bytes = live.record_bytes.saturating_sub(record);
+            live.logical_bytes = live.logical_bytes.saturating_sub(logical);
+            live.expiring = live.expiring.saturating_sub(expiring);
             if live.keys == 0 {
                 state.live_by_segment.remove(&segment);
             }
@@ -660,17 +747,26 @@ mod tests {
                 self.next += 64;
             }
             let addr = self.next;
+            let old = self.get(index, key, hash);
             self.records.insert(addr, (key.to_vec(), hash));
             let records = &self.records;
             let mut w = index.writer(shard_of(hash));
             let slot = w
                 .slot(hash, |a| Ok(records[&a].0 == key), |a| Ok(records[&a].1))
                 .unwrap();
+            if let Some(old) = old {
+                w.remove_live(old >> 20, 8, 8, false);
+            }
             w.set(hash, slot, addr);
+            w.add_live(addr >> 20, 8, 8, false);
         }
 
         fn remove(&self, index: &Index, key: &[u8], hash: u64) -> bool {
+            let old = self.get(index, key, hash);
             let mut w = index.writer(shard_of(hash));
+            if let Some(old) = old {
+                w.remove_live(old >> 20, 8, 8, false);
+            }
             let slot = w
                 .slot(
                     hash,
@@ -802,12 +898,65 @@ mod tests {
         }
         // Entries of a checkpoint image widen against its address.
         let images = (0..SHARDS).map(|s| index.image(s)).collect();
-        let loaded = Index::from_images(images, log.next, |a| a >> 20, |_| false);
+        let loaded = Index::from_images(images, log.next, |a| a >> 20, |_| false).unwrap();
         for i in (0..10_000u64).step_by(97) {
             assert_eq!(
                 log.get(&loaded, &i.to_le_bytes(), hash(i)),
                 log.get(&index, &i.to_le_bytes(), hash(i))
             );
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_image_that_contradicts_itself_is_refused() {
+        let index = Index::with_capacity(0);
+        let mut log = FakeLog::default();
+        let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
+        for i in 0..2_000u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        for i in 0..500u64 {
+            log.put(&index, &i.to_le_bytes(), hash(i));
+        }
+        for i in 1_000..1_100u64 {
+            assert!(log.remove(&index, &i.to_le_bytes(), hash(i)));
+        }
+        let images: Vec<ShardImage> = (0..SHARDS).map(|s| index.image(s)).collect();
+        let load = |images: Vec<ShardImage>| {
+            Index::from_images(images, log.next, |a| a >> 20, |_| false).map(|i| i.len())
+        };
+        assert_eq!(load(images.clone()).unwrap(), 1_900);
+        // Each damage a crafted file with a valid checksum could carry:
+        // before this check, a table with no empty slot made an insert
+        // panic, and counts below the entries ran below zero on removal.
+        type Damage = fn(&mut ShardImage);
+        let damages: [(&str, Damage); 6] = [
+            ("used understated", |i| i.used -= 1),
+            ("every slot used", |i| {
+                i.used = i.entries.len() as u64;
+                i.entries.iter_mut().for_each(|e| {
+                    if *e == EMPTY {
+                        *e = DELETED;
+                    }
+                });
+            }),
+            ("a key count off by one", |i| i.live[0].1.keys += 1),
+            ("segment left out", |i| {
+                i.live.remove(0);
+            }),
+            ("more expiring than keys", |i| {
+                i.live[0].1.expiring = i.live[0].1.keys + 1;
+            }),
+            ("segments out of order", |i| {
+                i.live.push(i.live[0]);
+            }),
+        ];
+        for (what, damage) in damages {
+            let mut damaged = images.clone();
+            let shard = damaged.iter().position(|i| !i.live.is_empty()).unwrap();
+            damage(&mut damaged[shard]);
+            let err = load(damaged).expect_err(what);
+            assert!(matches!(err, Error::Corruption { .. }), "{what}: {err}");
         }
     }
 
