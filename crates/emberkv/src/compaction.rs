@@ -72,7 +72,11 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
 }
 
 /// Compacts the segments whose garbage share is at least `min_garbage`.
-pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
+pub(crate) fn run(
+    core: &Core,
+    min_garbage: f64,
+    on_milestone: &mut dyn FnMut() -> Result<()>,
+) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     let mut report = CompactionReport::default();
@@ -88,7 +92,7 @@ pub(crate) fn run(core: &Core, min_garbage: f64) -> Result<CompactionReport> {
             .into_iter()
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
-        let (records, bytes) = compact_segment(core, seg, oldest)?;
+        let (records, bytes) = compact_segment(core, seg, oldest, on_milestone)?;
         report.records_copied += records;
         copied_bytes += bytes;
         // The copies, and the records that made the rest garbage, are made
@@ -121,16 +125,23 @@ struct Found {
 }
 
 /// Copies the live records (and needed tombstones) of `seg` to the tail;
-/// returns how many were copied, and their bytes.
+/// returns how many were copied, and their bytes. Calls `on_milestone`
+/// between groups when the log reached a milestone since the last call.
 ///
 /// Records are judged and copied in groups, each under the locks of the
 /// shards its keys fall in and with one append: appending record by record,
 /// the compactor would queue for the append lock behind every writer and
 /// fall far behind them.
-fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<(u64, u64)> {
+fn compact_segment(
+    core: &Core,
+    seg: u64,
+    oldest: bool,
+    on_milestone: &mut dyn FnMut() -> Result<()>,
+) -> Result<(u64, u64)> {
     let mut copied = (0, 0);
     let mut group: Vec<Found> = Vec::new();
     let mut group_bytes = 0;
+    let mut milestones = *core.log.milestones.lock();
     for_each_record(core.log.storage(), seg, |addr, record| {
         group.push(Found {
             addr,
@@ -146,6 +157,11 @@ fn compact_segment(core: &Core, seg: u64, oldest: bool) -> Result<(u64, u64)> {
             copied = (copied.0 + records, copied.1 + bytes);
             group.clear();
             group_bytes = 0;
+            let now = *core.log.milestones.lock();
+            if now != milestones {
+                milestones = now;
+                on_milestone()?;
+            }
         }
         Ok(())
     })?;
@@ -293,7 +309,7 @@ mod tests {
     fn compact_only(db: &Db, seg: u64, oldest: bool) -> u64 {
         let core = db.core();
         core.log.sync_all().unwrap();
-        let (copied, _) = compact_segment(core, seg, oldest).unwrap();
+        let (copied, _) = compact_segment(core, seg, oldest, &mut || Ok(())).unwrap();
         core.log.sync_all().unwrap();
         core.retire(seg).unwrap();
         copied
@@ -367,5 +383,38 @@ mod tests {
         assert_eq!(db.get(b"gone").unwrap(), None);
         assert_eq!(db.get(b"kept").unwrap().as_deref(), Some(&b"y"[..]));
         assert!(!dir.path().join("000000000000.seg").exists());
+    }
+
+    #[test]
+    fn a_long_compaction_reports_the_milestones_it_passes() {
+        // 32 MiB segments, 20 MiB of live records in segment 0: their
+        // copies alone cross two 8 MiB milestones, and the maintenance
+        // thread must get to look at the log between groups.
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::default()
+            .segment_bytes(32 << 20)
+            .compaction_garbage(None);
+        let db = Db::open(dir.path(), options).unwrap();
+        for i in 0..400u32 {
+            db.insert(&i.to_le_bytes(), &[i as u8; 50_000]).unwrap();
+        }
+        // One dead record, so that the segment has garbage to reclaim.
+        db.insert(&0u32.to_le_bytes(), &[0; 50_000]).unwrap();
+        db.core().log.seal_segment().unwrap();
+        let mut calls = 0;
+        let report = run(db.core(), 0.0, &mut || {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(report.segments, 1);
+        assert_eq!(report.records_copied, 400);
+        assert!(calls >= 2, "{calls} calls");
+        for i in 0..400u32 {
+            assert_eq!(
+                db.get(&i.to_le_bytes()).unwrap().unwrap(),
+                [i as u8; 50_000]
+            );
+        }
     }
 }

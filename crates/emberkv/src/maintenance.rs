@@ -9,7 +9,9 @@ use crate::compaction;
 use crate::db::Core;
 use crate::error::Result;
 
-/// How often the maintenance thread wakes when no segment is sealed.
+/// How often the maintenance thread wakes when the log reaches no
+/// milestone (a sealed segment, or [`crate::log::MILESTONE_BYTES`]
+/// appended).
 const INTERVAL: Duration = Duration::from_secs(1);
 
 /// Log bytes appended since the last checkpoint that make the thread write
@@ -39,8 +41,8 @@ pub(crate) struct Maintenance {
 }
 
 impl Maintenance {
-    /// Starts a thread that, whenever a segment is sealed and at least
-    /// every [`INTERVAL`], compacts the sealed segments with at least
+    /// Starts a thread that, at each log milestone and at least every
+    /// [`INTERVAL`], compacts the sealed segments with at least
     /// `min_garbage` of garbage (when set; also sealing the active segment
     /// early, see [`SEAL_AT`]) and writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
@@ -66,8 +68,8 @@ impl Maintenance {
         self.stop.store(true, Ordering::Release);
         self.core.set_compaction_behind(false);
         {
-            let _sealed = self.core.log.sealed_segments.lock();
-            self.core.log.segment_sealed.notify_all();
+            let _milestones = self.core.log.milestones.lock();
+            self.core.log.milestone_reached.notify_all();
         }
         if let Some(thread) = self.thread.take() {
             // A panic in the thread leaves the store as a crash would.
@@ -77,14 +79,16 @@ impl Maintenance {
 }
 
 fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
-    let mut seen = *core.log.sealed_segments.lock();
+    let mut seen = *core.log.milestones.lock();
     while !stop.load(Ordering::Acquire) {
         {
-            let mut sealed = core.log.sealed_segments.lock();
-            if *sealed == seen && !stop.load(Ordering::Acquire) {
-                core.log.segment_sealed.wait_for(&mut sealed, INTERVAL);
+            let mut milestones = core.log.milestones.lock();
+            if *milestones == seen && !stop.load(Ordering::Acquire) {
+                core.log
+                    .milestone_reached
+                    .wait_for(&mut milestones, INTERVAL);
             }
-            seen = *sealed;
+            seen = *milestones;
         }
         if let Some(min_garbage) = min_garbage {
             // Keep going while passes find work: under a heavy overwrite
@@ -98,11 +102,25 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
     }
 }
 
-/// One compaction pass, sealing the active segment first when it is big
-/// enough; returns whether any segment was compacted. Sets whether
-/// compaction is behind before the pass, and clears it once a pass finds
-/// nothing left to do.
+/// One compaction pass; returns whether any segment was compacted. Before
+/// the pass, and at each log milestone during it, [`assess`] throttles
+/// writers or seals the active segment; a pass that finds nothing left to
+/// do ends the throttling.
 fn pass(core: &Core, min_garbage: f64) -> Result<bool> {
+    assess(core)?;
+    let worked = compaction::run(core, min_garbage, &mut || assess(core))?.segments > 0;
+    if !worked {
+        core.set_compaction_behind(false);
+    }
+    Ok(worked)
+}
+
+/// Sets whether compaction is behind (the segment files hold more than
+/// twice the live bytes plus [`BEHIND_SLACK`]), and seals the active
+/// segment once it holds [`SEAL_AT`] bytes and a quarter of the live
+/// bytes. Run at milestones during a pass as well: compacting one large
+/// segment takes long enough for fast writers to fill most of another.
+fn assess(core: &Core) -> Result<()> {
     let log = &core.log;
     let storage = log.storage();
     let active = storage.segment_of(log.tail());
@@ -123,9 +141,5 @@ fn pass(core: &Core, min_garbage: f64) -> Result<bool> {
     if written >= SEAL_AT.max(live / 4) {
         log.seal_segment()?;
     }
-    let worked = compaction::run(core, min_garbage)?.segments > 0;
-    if !worked {
-        core.set_compaction_behind(false);
-    }
-    Ok(worked)
+    Ok(())
 }

@@ -47,6 +47,12 @@ pub(crate) const PAGE_BYTES: usize = 1 << PAGE_BITS;
 /// known; longer records take a second read.
 const COLD_READ_BYTES: usize = 4096;
 
+/// Log bytes between two wake-ups of the maintenance thread while writers
+/// append (8 MiB): it checks then whether to seal the segment early for
+/// compaction, so that a fast writer cannot fill a whole segment between
+/// two of its timed wakes.
+pub(crate) const MILESTONE_BYTES: u64 = 8 << 20;
+
 fn page_floor(addr: u64) -> u64 {
     addr & !(PAGE_BYTES as u64 - 1)
 }
@@ -113,10 +119,12 @@ pub(crate) struct Log {
     /// Bytes of pad records in each segment: padding is not garbage that
     /// compaction can reclaim (copies are padded too).
     pad_bytes: Mutex<HashMap<u64, u64>>,
-    /// Segments sealed since open; `segment_sealed` is signalled at each,
-    /// waking the maintenance thread to consider compaction.
-    pub(crate) sealed_segments: Mutex<u64>,
-    pub(crate) segment_sealed: Condvar,
+    /// Milestones since open: a segment sealed, or another
+    /// [`MILESTONE_BYTES`] appended. `milestone_reached` is signalled at
+    /// each, waking the maintenance thread to consider sealing and
+    /// compaction while writers fill the segment.
+    pub(crate) milestones: Mutex<u64>,
+    pub(crate) milestone_reached: Condvar,
     /// Signalled whenever a page is sealed, so the flusher starts writing it.
     pub(crate) page_sealed: Condvar,
     pub(crate) page_sealed_lock: Mutex<()>,
@@ -195,8 +203,8 @@ impl Log {
             poisoned: AtomicBool::new(false),
             page_sealed: Condvar::new(),
             page_sealed_lock: Mutex::new(()),
-            sealed_segments: Mutex::new(0),
-            segment_sealed: Condvar::new(),
+            milestones: Mutex::new(0),
+            milestone_reached: Condvar::new(),
         }
     }
 
@@ -358,8 +366,10 @@ impl Log {
             self.check_span(start + bytes)?;
             let sealed_len = a.tail - self.storage.segment_start(seg);
             self.sealed_lengths.lock().insert(seg + 1, sealed_len);
-            *self.sealed_segments.lock() += 1;
-            self.segment_sealed.notify_all();
+        }
+        if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
+            *self.milestones.lock() += 1;
+            self.milestone_reached.notify_all();
         }
         self.make_room(a, bytes as usize)?;
         let mem_start = if same_segment {
