@@ -53,9 +53,21 @@ impl Walk {
 fn gets(c: &mut Criterion) {
     let (_hot_dir, hot) = store(Options::default());
     // A hot tier of 4 MiB (the minimum) holds the last ~4,000 records: the
-    // first half of the keys are read from segment files (page cache).
+    // first half of the keys are read from segment files (page cache), or,
+    // once read twice, from the read cache (default 32 MiB, room for all).
     let (_cold_dir, cold) = store(Options::default().hot_bytes(4 << 20));
     cold.sync().expect("sync");
+    let (_uncached_dir, uncached) =
+        store(Options::default().hot_bytes(4 << 20).read_cache_bytes(0));
+    uncached.sync().expect("sync");
+    // A read cache of 1 MiB holds a tenth of the cold records: most gets
+    // miss it and pay its bookkeeping on top of the read.
+    let (_small_dir, small) = store(
+        Options::default()
+            .hot_bytes(4 << 20)
+            .read_cache_bytes(1 << 20),
+    );
+    small.sync().expect("sync");
     let mut group = c.benchmark_group("get");
     group.throughput(Throughput::Elements(1));
     let mut out = Vec::with_capacity(2 * VALUE_BYTES);
@@ -65,6 +77,12 @@ fn gets(c: &mut Criterion) {
     });
     group.bench_function("cold_hit", |b| {
         b.iter(|| cold.get_into(black_box(&key(walk.next(KEYS / 2))), &mut out))
+    });
+    group.bench_function("cold_hit_uncached", |b| {
+        b.iter(|| uncached.get_into(black_box(&key(walk.next(KEYS / 2))), &mut out))
+    });
+    group.bench_function("cold_hit_small_cache", |b| {
+        b.iter(|| small.get_into(black_box(&key(walk.next(KEYS / 2))), &mut out))
     });
     group.bench_function("miss", |b| {
         b.iter(|| hot.get_into(black_box(&key(KEYS + walk.next(KEYS))), &mut out))

@@ -493,7 +493,13 @@ impl Db {
             pads.clear();
             tail = replay(&index, from, &mut pads)?;
         }
-        let log = Arc::new(Log::new(storage, options.hot_bytes, tail, pads));
+        let log = Arc::new(Log::new(
+            storage,
+            options.hot_bytes,
+            options.read_cache_bytes,
+            tail,
+            pads,
+        ));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         let core = Arc::new(Core {
             store_id: meta.store_id,
@@ -866,6 +872,7 @@ impl Db {
             totals,
             disk_bytes,
             self.core.log.resident_bytes(),
+            self.core.log.cache.counters(),
             self.core.compactions.load(Ordering::Relaxed),
             self.core.log.commit_counts(),
         ))

@@ -58,6 +58,7 @@
 
 mod backup;
 mod batch;
+mod cache;
 mod check;
 mod checkpoint;
 mod checksum;

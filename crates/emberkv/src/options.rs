@@ -25,6 +25,15 @@ pub struct Options {
     /// Writers wait for the flusher when this much is unflushed. Default
     /// 64 MiB; at least 4 pages (4 MiB).
     pub hot_bytes: usize,
+    /// Memory for the read cache, in bytes: cold records (those no longer
+    /// in the hot tier) that are read again, so that their next get costs
+    /// no system call. A record is admitted on its second miss within a
+    /// window of recent misses and evicted by CLOCK (see the `cache`
+    /// module, after S3-FIFO): a record read once costs its address in a
+    /// queue only, so a scan does not flush what is read often. Each record costs its size plus 64 bytes
+    /// of bookkeeping; a record above a 640th of this (52 KiB of the
+    /// default) is not cached. 0 turns the cache off. Default 32 MiB; at most 2^40.
+    pub read_cache_bytes: usize,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync). When
     /// `false` (the default), a write returns once it is in memory and the
@@ -54,6 +63,7 @@ impl Default for Options {
         Options {
             key_capacity: 1 << 16,
             hot_bytes: 64 << 20,
+            read_cache_bytes: 32 << 20,
             sync_writes: false,
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
@@ -74,6 +84,14 @@ impl Options {
     #[must_use]
     pub fn hot_bytes(mut self, bytes: usize) -> Self {
         self.hot_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Options::read_cache_bytes`] (default 32 MiB; 0 turns the
+    /// cache off).
+    #[must_use]
+    pub fn read_cache_bytes(mut self, bytes: usize) -> Self {
+        self.read_cache_bytes = bytes;
         self
     }
 
@@ -132,6 +150,12 @@ impl Options {
             && !(share > 0.0 && share <= 1.0)
         {
             return bad(format!("compaction_garbage = {share} is outside (0, 1]"));
+        }
+        if self.read_cache_bytes as u64 > 1 << 40 {
+            return bad(format!(
+                "read_cache_bytes = {} is above 2^40",
+                self.read_cache_bytes
+            ));
         }
         if self.key_capacity > 1 << 34 {
             return bad(format!(

@@ -30,6 +30,17 @@ pub struct Stats {
     pub index_bytes_per_key: f64,
     /// Bytes of memory held by the hot tier's resident pages.
     pub hot_bytes: usize,
+    /// Bytes of memory held by the read cache (records plus 64 bytes of
+    /// bookkeeping each; at most [`crate::Options::read_cache_bytes`]).
+    pub read_cache_bytes: usize,
+    /// Gets of cold records answered by the read cache, since open.
+    pub read_cache_hits: u64,
+    /// Gets of cold records that read the disk, since open.
+    pub read_cache_misses: u64,
+    /// `read_cache_hits / (read_cache_hits + read_cache_misses)` (0 before
+    /// the first cold get): the cache hit ratio. Gets answered by the hot
+    /// tier count in neither.
+    pub cache_hit_ratio: f64,
     /// Segments compacted since the store was opened.
     pub compactions: u64,
     /// Records appended since the store was opened (writes, tombstones and
@@ -46,6 +57,7 @@ impl Stats {
         totals: Totals,
         disk_bytes: u64,
         hot_bytes: usize,
+        (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
         compactions: u64,
         (records_appended, fdatasyncs): (u64, u64),
     ) -> Stats {
@@ -60,6 +72,13 @@ impl Stats {
             index_bytes: totals.index_bytes,
             index_bytes_per_key: ratio(totals.index_bytes as f64, totals.keys as f64),
             hot_bytes,
+            read_cache_bytes,
+            read_cache_hits,
+            read_cache_misses,
+            cache_hit_ratio: ratio(
+                read_cache_hits as f64,
+                (read_cache_hits + read_cache_misses) as f64,
+            ),
             compactions,
             records_appended,
             fdatasyncs,

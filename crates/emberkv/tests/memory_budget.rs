@@ -1,6 +1,7 @@
-//! The hot tier's memory budget holds when the data is many times larger:
-//! the process's resident memory grows by at most `hot_bytes`, the index
-//! and a small constant, however much is written and read back.
+//! The memory budget holds when the data is many times larger: the
+//! process's resident memory grows by at most `hot_bytes`,
+//! `read_cache_bytes`, the index and a small constant, however much is
+//! written and read back.
 //!
 //! One test in its own binary, since resident memory is per process.
 
@@ -15,8 +16,9 @@ fn rss_bytes() -> u64 {
 }
 
 #[test]
-fn resident_memory_stays_within_the_hot_tier_budget() {
+fn resident_memory_stays_within_the_hot_tier_and_read_cache_budget() {
     const HOT: usize = 16 << 20;
+    const CACHE: usize = 8 << 20;
     const VALUE: usize = 4096;
     const KEYS: u32 = 65_536; // 256 MiB of values: 16 times the budget
     let dir = tempfile::tempdir().unwrap();
@@ -24,6 +26,7 @@ fn resident_memory_stays_within_the_hot_tier_budget() {
         dir.path(),
         Options::default()
             .hot_bytes(HOT)
+            .read_cache_bytes(CACHE)
             .key_capacity(KEYS as usize)
             .segment_bytes(64 << 20)
             .compaction_garbage(None),
@@ -37,22 +40,30 @@ fn resident_memory_stays_within_the_hot_tier_budget() {
         db.insert(&k.to_le_bytes(), &value).unwrap();
     }
     let mut buf = Vec::with_capacity(VALUE);
-    for k in (0..KEYS).step_by(7) {
+    // Every 7th key (37 MiB of cold records, more than the read cache
+    // holds), then the first 1,500 keys three times over (6 MiB of records
+    // read again, which the read cache keeps).
+    let reads = (0..KEYS).step_by(7).chain((0..3).flat_map(|_| 0..1_500));
+    for k in reads {
         assert!(db.get_into(&k.to_le_bytes(), &mut buf).unwrap());
         assert_eq!((&buf[..4], buf[VALUE - 1]), (&k.to_le_bytes()[..], k as u8));
     }
     let stats = db.stats().unwrap();
     let grown = rss_bytes().saturating_sub(before);
-    let allowed = HOT as u64 + stats.index_bytes as u64 + (16 << 20);
+    let allowed = (HOT + CACHE) as u64 + stats.index_bytes as u64 + (16 << 20);
     assert!(
         grown <= allowed,
         "resident memory grew by {} MiB for {} MiB of data; allowed {} MiB \
-         (hot tier {} MiB + index {} MiB + 16 MiB)",
+         (hot tier {} MiB + read cache {} MiB + index {} MiB + 16 MiB)",
         grown >> 20,
         (KEYS as u64 * VALUE as u64) >> 20,
         allowed >> 20,
         HOT >> 20,
+        CACHE >> 20,
         stats.index_bytes >> 20
     );
     assert!(stats.hot_bytes <= HOT + (1 << 20), "{stats:?}");
+    assert!(stats.read_cache_bytes <= CACHE, "{stats:?}");
+    assert!(stats.read_cache_bytes > CACHE / 2, "{stats:?}");
+    assert!(stats.read_cache_hits >= 1_000, "{stats:?}");
 }

@@ -1,6 +1,7 @@
 //! emberkv at its shipped defaults (`emberkv::Options::default()`), with
-//! `sync_writes(true)` for FULL durability and `hot_bytes` bounded in
-//! out-of-cache mode.
+//! `sync_writes(true)` for FULL durability and, in out-of-cache mode, the
+//! budget split between the hot tier (three quarters) and the read cache
+//! (a quarter).
 
 use std::path::Path;
 
@@ -22,11 +23,18 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
     let mut opts = ::emberkv::Options::default();
     let mut set = Vec::new();
     if let Some(budget) = options.resident_budget {
-        let hot = budget.max(MIN_HOT_BYTES);
-        opts = opts.hot_bytes(usize::try_from(hot)?);
+        let cache = budget / 4;
+        let hot = (budget - cache).max(MIN_HOT_BYTES);
+        opts = opts
+            .hot_bytes(usize::try_from(hot)?)
+            .read_cache_bytes(usize::try_from(cache)?);
         set.push(format!(
             "hot_bytes = {} (its in-memory hot tier; default 64 MiB)",
             human_bytes(hot)
+        ));
+        set.push(format!(
+            "read_cache_bytes = {} (its cache of cold records; default 32 MiB)",
+            human_bytes(cache)
         ));
     }
     let durability = match options.durability {

@@ -326,7 +326,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 let rss = rss_bytes();
                 let _ = write!(
                     w,
-                    "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmaxmemory_enforced:no\r\nemberkv_index_bytes:{}\r\nemberkv_index_bytes_per_key:{:.2}\r\nemberkv_hot_bytes:{}\r\nemberkv_logical_bytes:{}\r\n",
+                    "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmaxmemory_enforced:no\r\nemberkv_index_bytes:{}\r\nemberkv_index_bytes_per_key:{:.2}\r\nemberkv_hot_bytes:{}\r\nemberkv_read_cache_bytes:{}\r\nemberkv_read_cache_hit_ratio:{:.4}\r\nemberkv_logical_bytes:{}\r\n",
                     human(rss),
                     human(rss),
                     config.maxmemory,
@@ -334,6 +334,8 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                     s.index_bytes,
                     s.index_bytes_per_key,
                     s.hot_bytes,
+                    s.read_cache_bytes,
+                    s.cache_hit_ratio,
                     s.logical_bytes,
                 );
             }

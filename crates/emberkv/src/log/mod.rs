@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
+use crate::cache::{Lookup, ReadCache};
 use crate::error::{Error, Result};
 use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
@@ -108,6 +109,8 @@ pub(crate) struct Log {
     /// Bytes the next cold get reads first: the length of the last cold
     /// record read, at most [`COLD_READ_BYTES`].
     cold_read_guess: AtomicUsize,
+    /// Cold records read again (see [`crate::cache`]).
+    pub(crate) cache: ReadCache,
     /// fdatasyncs that made records durable (group commits and background
     /// flushes), since open.
     fdatasyncs: AtomicU64,
@@ -135,9 +138,11 @@ impl Log {
     pub(crate) fn new(
         storage: Segments,
         hot_bytes: usize,
+        read_cache_bytes: usize,
         tail: u64,
         pad_bytes: HashMap<u64, u64>,
     ) -> Log {
+        let cache = ReadCache::new(read_cache_bytes);
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
@@ -151,7 +156,15 @@ impl Log {
         // page there, so that every append fails as it would have.
         if seg >= storage.segment_of(u64::MAX) {
             let page = Arc::new(Page::new(tail, tail, 0));
-            return Log::with_page(storage, hot_bytes, tail, page, sealed_lengths, pad_bytes);
+            return Log::with_page(
+                storage,
+                hot_bytes,
+                cache,
+                tail,
+                page,
+                sealed_lengths,
+                pad_bytes,
+            );
         }
         let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
         let start = page_floor(tail);
@@ -167,12 +180,21 @@ impl Log {
             PAGE_BYTES
         };
         let page = Arc::new(Page::new(start, tail, len));
-        Log::with_page(storage, hot_bytes, tail, page, sealed_lengths, pad_bytes)
+        Log::with_page(
+            storage,
+            hot_bytes,
+            cache,
+            tail,
+            page,
+            sealed_lengths,
+            pad_bytes,
+        )
     }
 
     fn with_page(
         storage: Segments,
         hot_bytes: usize,
+        cache: ReadCache,
         tail: u64,
         page: Arc<Page>,
         sealed_lengths: HashMap<u64, u64>,
@@ -198,6 +220,7 @@ impl Log {
             pad_bytes: Mutex::new(pad_bytes),
             fdatasyncs: AtomicU64::new(0),
             cold_read_guess: AtomicUsize::new(COLD_READ_BYTES),
+            cache,
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -567,18 +590,28 @@ impl Log {
             return Ok(found);
         }
         drop(pages);
-        // Guess the record is as long as the last cold one: with values of
-        // similar sizes, one read of just that many bytes (a 4 KiB guess
-        // copies and zeroes four times what a 1 KiB value needs).
-        let guess = self.cold_read_guess.load(Ordering::Relaxed);
-        let header = read_cold_guessing(&self.storage, addr, out, guess)?;
-        self.cold_read_guess.store(
-            header.total_len().clamp(HEADER_BYTES, COLD_READ_BYTES),
-            Ordering::Relaxed,
-        );
+        let lookup = self.cache.get(addr, out);
+        let header = if lookup == Lookup::Hit {
+            Header::parse(out, addr)?
+        } else {
+            // Guess the record is as long as the last cold one: with values
+            // of similar sizes, one read of just that many bytes (a 4 KiB
+            // guess copies and zeroes four times what a 1 KiB value needs).
+            let guess = self.cold_read_guess.load(Ordering::Relaxed);
+            let header = read_cold_guessing(&self.storage, addr, out, guess)?;
+            self.cold_read_guess.store(
+                header.total_len().clamp(HEADER_BYTES, COLD_READ_BYTES),
+                Ordering::Relaxed,
+            );
+            header
+        };
+        // A hit is verified too: the cache saves the read, not the check.
         let record = Record::verify(header, out, addr)?;
         let found = Found::judge(&record, key, now_ms);
         let start = record.value_offset();
+        if lookup == (Lookup::Miss { admit: true }) {
+            self.cache.admit(addr, out);
+        }
         out.copy_within(start..start + header.value_len, 0);
         out.truncate(header.value_len);
         Ok(found)
