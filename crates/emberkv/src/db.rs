@@ -484,15 +484,24 @@ impl Db {
             let mode = recovery::Mode::Repair;
             recovery::replay(&storage, &retired, index, &hasher, mode, from, pads)
         };
-        let mut tail = replay(&index, from, &mut pads)?;
-        if from > 0 && index.points_at_or_past(tail) {
-            // Only a crafted checkpoint can point past the recovered log
-            // (a checkpoint's records are durable before it is published):
-            // it is not trusted, and the whole log is replayed instead.
-            (index, from) = (Index::with_capacity(options.key_capacity), 0);
-            pads.clear();
-            tail = replay(&index, from, &mut pads)?;
-        }
+        let replayed = match replay(&index, from, &mut pads) {
+            Ok(tail) if from == 0 || !index.points_at_or_past(tail) => Some(tail),
+            Err(e) if from == 0 || !matches!(e, Error::Corruption { .. }) => return Err(e),
+            // From a checkpoint, damage or an index pointing past the
+            // recovered log (which only a crafted checkpoint can do: its
+            // records are durable before it is published) means the
+            // checkpoint is not trusted: the whole log is replayed
+            // instead, and decides what is damage.
+            _ => None,
+        };
+        let tail = match replayed {
+            Some(tail) => tail,
+            None => {
+                (index, from) = (Index::with_capacity(options.key_capacity), 0);
+                pads.clear();
+                replay(&index, from, &mut pads)?
+            }
+        };
         let log = Arc::new(Log::new(
             storage,
             options.hot_bytes,

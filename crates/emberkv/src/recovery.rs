@@ -88,8 +88,12 @@ impl Mode<'_> {
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
-/// segment's tail or a missing segment; [`Error::IncompatibleFormat`]; I/O
-/// errors. When checking, only I/O errors.
+/// segment's tail or a missing segment, and, from a checkpoint, when no
+/// valid record starts at `from` in a segment with bytes past it (then
+/// nothing is truncated: only a replay of the whole log can tell a torn
+/// tail from a `covered` that is no record boundary);
+/// [`Error::IncompatibleFormat`]; I/O errors. When checking, only I/O
+/// errors.
 pub(crate) fn replay(
     storage: &Segments,
     retired: &Retired,
@@ -224,6 +228,17 @@ pub(crate) fn replay(
         };
         if torn {
             let cut = if batch.is_empty() { pos } else { batch_start };
+            if matches!(mode, Mode::Repair) && cut == from && from > start + SEGMENT_HEADER_BYTES {
+                // Nothing valid at a checkpoint's `covered`: a torn tail
+                // right there, or a `covered` that is no record boundary
+                // (a crafted file). Cutting here could destroy records, so
+                // the caller replays the whole log instead, which finds
+                // where the valid records end.
+                return Err(Error::corruption(
+                    from,
+                    "no valid record at the checkpoint's covered address",
+                ));
+            }
             match &mut mode {
                 Mode::Repair if seg == newest => storage.truncate(seg, cut)?,
                 Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
