@@ -38,6 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::error::{Error, Result};
+
 /// Shards, each with its own lock, map and main queue: 64.
 const SHARDS: usize = 64;
 
@@ -142,36 +144,50 @@ fn cost(record: &[u8]) -> usize {
     record.len() + ENTRY_OVERHEAD
 }
 
-fn table(len: usize) -> Box<[AtomicU64]> {
-    (0..len).map(|_| AtomicU64::new(0)).collect()
+/// A table of `len` empty slots, or `None` when the memory cannot be had.
+fn table(len: usize) -> Option<Box<[AtomicU64]>> {
+    let mut slots = Vec::new();
+    slots.try_reserve_exact(len).ok()?;
+    slots.extend((0..len).map(|_| AtomicU64::new(0)));
+    Some(slots.into_boxed_slice())
 }
 
 impl ReadCache {
     /// A cache of at most `bytes` bytes: records plus 64 bytes of
-    /// bookkeeping each, and the two address tables (a thirtieth of
-    /// `bytes`, taken out of it); 0 disables it.
-    pub(crate) fn new(bytes: usize) -> ReadCache {
+    /// bookkeeping each, and the two address tables (about a 26th of
+    /// `bytes`, allocated at once and taken out of it); 0 disables it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] when the address tables cannot be
+    /// allocated.
+    pub(crate) fn new(bytes: usize) -> Result<ReadCache> {
         if bytes == 0 {
-            return ReadCache {
+            return Ok(ReadCache {
                 shards: Box::new([]),
                 shard_bytes: 0,
-                present: table(0),
-                ghost: table(0),
+                present: Box::new([]),
+                ghost: Box::new([]),
                 misses: Box::new([]),
-            };
+            });
         }
         let present = (bytes / PRESENT_BYTES_PER_SLOT).next_power_of_two().max(64);
         let ghost = (bytes / (GHOST_RECORD_BYTES + ENTRY_OVERHEAD))
             .next_power_of_two()
             .max(64);
         let tables = (present + ghost) * size_of::<AtomicU64>();
-        ReadCache {
+        let unallocatable = || {
+            Error::InvalidOptions(format!(
+                "read_cache_bytes = {bytes}: its address tables ({tables} bytes) \
+                 cannot be allocated"
+            ))
+        };
+        Ok(ReadCache {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             shard_bytes: bytes.saturating_sub(tables) / SHARDS,
-            present: table(present),
-            ghost: table(ghost),
+            present: table(present).ok_or_else(unallocatable)?,
+            ghost: table(ghost).ok_or_else(unallocatable)?,
             misses: (0..SHARDS).map(|_| Stripe::default()).collect(),
-        }
+        })
     }
 
     /// The shard of a mixed address (its top 6 bits).
@@ -330,7 +346,7 @@ mod tests {
 
     #[test]
     fn the_second_miss_admits_and_the_third_read_hits() {
-        let cache = ReadCache::new(1 << 20);
+        let cache = ReadCache::new(1 << 20).unwrap();
         assert!(!read(&cache, 4096));
         assert!(!read(&cache, 4096));
         assert!(read(&cache, 4096));
@@ -340,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_disabled_cache_holds_nothing() {
-        let cache = ReadCache::new(0);
+        let cache = ReadCache::new(0).unwrap();
         for _ in 0..3 {
             assert!(!read(&cache, 4096));
         }
@@ -349,7 +365,7 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_bytes() {
-        let cache = ReadCache::new(1 << 20);
+        let cache = ReadCache::new(1 << 20).unwrap();
         for addr in (0..50_000u64).map(|i| i * 4096) {
             read(&cache, addr);
             read(&cache, addr);
@@ -363,7 +379,7 @@ mod tests {
         // 1,000 hot records, each read three times, then 100,000 records
         // read once: a FIFO or LRU cache of this size admitting every miss
         // would keep none of the hot ones.
-        let cache = ReadCache::new(SHARDS * (64 << 10));
+        let cache = ReadCache::new(SHARDS * (64 << 10)).unwrap();
         let hot: Vec<u64> = (0..1_000u64).map(|i| i * 8).collect();
         for _ in 0..3 {
             for &addr in &hot {
@@ -381,7 +397,7 @@ mod tests {
     fn a_record_hit_since_it_was_admitted_outlives_one_that_was_not() {
         // One shard's worth: fill it, hit one record, then push admissions
         // through; the hit one goes round once more.
-        let cache = ReadCache::new(SHARDS * 3_200);
+        let cache = ReadCache::new(SHARDS * 3_200).unwrap();
         let fit = cache.shard_bytes / cost(&record(0));
         let addrs: Vec<u64> = (1..)
             .map(|i| i * 8)
@@ -405,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_busy_shard_answers_as_a_miss_and_skips_the_admission() {
-        let cache = ReadCache::new(1 << 20);
+        let cache = ReadCache::new(1 << 20).unwrap();
         let mut out = Vec::new();
         let same_shard = (2..)
             .map(|i| i * 64)
@@ -424,7 +440,7 @@ mod tests {
 
     #[test]
     fn an_evicted_record_leaves_the_table_of_cached_addresses() {
-        let cache = ReadCache::new(SHARDS * 3_200);
+        let cache = ReadCache::new(SHARDS * 3_200).unwrap();
         let fit = cache.shard_bytes / cost(&record(0));
         let addrs: Vec<u64> = (1..)
             .map(|i| i * 8)

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
+use crate::cache::ReadCache;
 use crate::checkpoint;
 use crate::compaction::{self, CompactionReport};
 use crate::error::{Error, Result};
@@ -459,6 +460,7 @@ impl Db {
         hasher: impl FnOnce(u64) -> KeyHasher,
     ) -> Result<Db> {
         options.validate()?;
+        let cache = ReadCache::new(options.read_cache_bytes)?;
         let lock = meta::lock(dir)?;
         let meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
         let hasher = hasher(meta.hash_seed);
@@ -502,13 +504,7 @@ impl Db {
                 replay(&index, from, &mut pads)?
             }
         };
-        let log = Arc::new(Log::new(
-            storage,
-            options.hot_bytes,
-            options.read_cache_bytes,
-            tail,
-            pads,
-        ));
+        let log = Arc::new(Log::new(storage, options.hot_bytes, cache, tail, pads));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         let core = Arc::new(Core {
             store_id: meta.store_id,

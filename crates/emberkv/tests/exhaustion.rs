@@ -725,3 +725,48 @@ fn every_write_path_takes_the_segment_bound_exactly_and_rejects_one_byte_more() 
     assert!(db.get(&key)? == Some(fits));
     Ok(())
 }
+
+// ------------------------------------------------------------- memory
+
+const ENV_MEMORY_CHILD: &str = "EMBERKV_MEMORY_CHILD";
+
+#[test]
+fn a_read_cache_too_large_to_allocate_is_a_clear_error() -> TestResult {
+    // Found by an attack on the read cache: the largest valid
+    // `read_cache_bytes` (2^40) allocated 40 GiB of address tables at open,
+    // and under `ulimit -v` the process aborted. A child with 4 GiB of
+    // address space opens a store with it.
+    let dir = tempfile::tempdir()?;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4194304 && exec \"$0\" \"$@\"")
+        .arg(std::env::current_exe()?)
+        .args(["memory_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(ENV_MEMORY_CHILD, dir.path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("memory child done"),
+        "child did not run: {stderr}"
+    );
+    Ok(())
+}
+
+/// The child half of the memory test; does nothing in a normal test run.
+#[test]
+fn memory_child() -> TestResult {
+    let Ok(dir) = std::env::var(ENV_MEMORY_CHILD) else {
+        return Ok(());
+    };
+    let options = Options::default().read_cache_bytes(1 << 40);
+    match Db::open(&dir, options) {
+        Err(Error::InvalidOptions(msg)) => eprintln!("open: {msg}"),
+        Err(e) => panic!("open failed otherwise: {e:?}"),
+        Ok(_) => panic!("open allocated 40 GiB in 4 GiB of address space"),
+    }
+    let db = Db::open(&dir, Options::default().read_cache_bytes(1 << 20))?;
+    db.insert(b"k", b"v")?;
+    eprintln!("memory child done");
+    Ok(())
+}

@@ -138,11 +138,10 @@ impl Log {
     pub(crate) fn new(
         storage: Segments,
         hot_bytes: usize,
-        read_cache_bytes: usize,
+        cache: ReadCache,
         tail: u64,
         pad_bytes: HashMap<u64, u64>,
     ) -> Log {
-        let cache = ReadCache::new(read_cache_bytes);
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
