@@ -136,8 +136,12 @@ fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
 ///   `get`; a write after open, a compaction, a close and a reopen keep
 ///   exactly those keys and the write; and `check` then finds the store
 ///   sound;
-/// - with one, every call returns (an error is fine: damage below a
-///   checkpoint surfaces when it is read).
+/// - with one: opening from it never costs the log a record (opened and
+///   closed with no write, then reopened without the checkpoint, the
+///   store holds exactly what a replay of the whole log gave in a copy of
+///   the same files); and, in a fresh layout of the input, every call
+///   returns (an error is fine: damage below a checkpoint surfaces when
+///   it is read).
 ///
 /// # Panics
 /// When a property fails, or the files cannot be written.
@@ -146,6 +150,13 @@ pub fn recovery(dir: &Path, data: &[u8]) {
         return;
     }
     let trusts_image = matches!(crate::checkpoint::load(dir, META.store_id), Ok(Some(_)));
+    // What a replay of the whole log keeps, from a copy of the files taken
+    // before anything opens them.
+    let replayed = if trusts_image {
+        full_replay_of_a_copy(dir, data)
+    } else {
+        None
+    };
     let report = crate::check(dir);
     let db = match Db::open(dir, options()) {
         Ok(db) => db,
@@ -161,7 +172,14 @@ pub fn recovery(dir: &Path, data: &[u8]) {
         assert_damage(e);
     }
     if trusts_image {
-        exercise(db);
+        loses_no_record(dir, db, replayed);
+        for entry in fs::read_dir(dir).expect("listing the store") {
+            fs::remove_file(entry.expect("a directory entry").path()).expect("clearing the store");
+        }
+        lay_out(dir, data).expect("laying out the store files again");
+        if let Ok(db) = Db::open(dir, options()) {
+            exercise(db);
+        }
         return;
     }
     let mut live = read_all(&db).expect("reading a store that opened");
@@ -176,6 +194,48 @@ pub fn recovery(dir: &Path, data: &[u8]) {
     db.close().expect("close after reopen");
     let report = crate::check(dir).expect("check after a clean close");
     assert!(report.is_sound(), "{report}");
+}
+
+/// Lays `data` out again in a directory next to `dir`, without its
+/// `CHECKPOINT`, and returns what a replay of the whole log keeps there
+/// (`None` when that open or read fails on damage); removes the copy.
+fn full_replay_of_a_copy(dir: &Path, data: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut name = dir.file_name().expect("a named directory").to_owned();
+    name.push("-replayed");
+    let copy = dir.with_file_name(name);
+    let _ = fs::remove_dir_all(&copy);
+    fs::create_dir(&copy).expect("creating the copy");
+    lay_out(&copy, data).expect("laying out the copy");
+    fs::remove_file(copy.join(CHECKPOINT_FILE)).expect("the copy's checkpoint");
+    let kept = Db::open(&copy, options()).ok().and_then(|db| {
+        let kept = read_all(&db).ok();
+        let _ = db.close();
+        kept
+    });
+    fs::remove_dir_all(&copy).expect("removing the copy");
+    kept
+}
+
+/// Closes `db`, opened from an index image with no write since, deletes
+/// the checkpoint and reopens: a replay of the whole log must keep exactly
+/// `replayed` (what it kept before the image was opened), so that nothing
+/// done from the image cut records off the log.
+fn loses_no_record(dir: &Path, db: Db, replayed: Option<BTreeMap<Vec<u8>, Vec<u8>>>) {
+    if let Err(e) = db.close() {
+        assert_damage(&e);
+        return;
+    }
+    let Some(replayed) = replayed else {
+        return;
+    };
+    let _ = fs::remove_file(dir.join(CHECKPOINT_FILE));
+    let db = Db::open(dir, options()).expect("a full replay that worked on a copy");
+    assert_eq!(
+        read_all(&db).expect("reading what a full replay read on a copy"),
+        replayed,
+        "opening from the checkpoint changed what the log holds"
+    );
+    let _ = db.close();
 }
 
 /// Uses a store opened from an index image the input supplied: every call
