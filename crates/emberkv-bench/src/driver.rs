@@ -817,9 +817,15 @@ mod tests {
             let (disk, logical) = bench.space().unwrap();
             assert_eq!(disk, 0, "Mem keeps nothing on disk");
             assert_eq!(logical, bench.present_count * (16 + 200));
+            if w == Workload::DeleteRandom {
+                // At least one whole round removed every loaded key. (Which
+                // keys are present at the end depends on where the clock
+                // stopped the last round: it may reload them all and then
+                // get no time to remove any, which once failed a check of
+                // the end state on a loaded machine.)
+                assert!(m.rounds >= 1 && m.ops >= 2_000, "{m:?}");
+            }
         }
-        // deleterandom ran last and removed loaded keys.
-        assert!(bench.present[..2_000].iter().any(|&p| !p));
         bench.close().unwrap();
     }
 
