@@ -6,6 +6,7 @@
 //! delete the filler. The file-descriptor tests re-run this test binary as
 //! a child under a low `ulimit -n`.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -469,24 +470,37 @@ fn is_out_of_fds(e: &Error) -> bool {
     matches!(e, Error::Io(io) if io.raw_os_error() == Some(EMFILE))
 }
 
+/// Re-runs this binary's test `child` in a child process, after the shell
+/// command `limit` (a `ulimit`) and with the variables `env` set; returns
+/// its stderr, failing on a failed child or one that did not print `done`.
+fn run_child(
+    limit: &str,
+    child: &str,
+    env: &[(&str, &OsStr)],
+    done: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{limit} && exec \"$0\" \"$@\""))
+        .arg(std::env::current_exe()?)
+        .args([child, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "child {child} failed: {stderr}");
+    assert!(stderr.contains(done), "child {child} did not run: {stderr}");
+    Ok(stderr)
+}
+
 /// Runs `fd_child` in `mode` on `dir` in a child process limited to
 /// [`FD_LIMIT`] open files; returns its stderr, failing on a failed child.
 fn run_fd_child(mode: &str, dir: &Path) -> Result<String, Box<dyn std::error::Error>> {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -n {FD_LIMIT} && exec \"$0\" \"$@\""))
-        .arg(std::env::current_exe()?)
-        .args(["fd_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ENV_FD_CHILD, mode)
-        .env(ENV_FD_DIR, dir)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "child {mode} failed: {stderr}");
-    assert!(
-        stderr.contains(&format!("child {mode} done")),
-        "child {mode} did not run: {stderr}"
-    );
-    Ok(stderr)
+    run_child(
+        &format!("ulimit -n {FD_LIMIT}"),
+        "fd_child",
+        &[(ENV_FD_CHILD, mode.as_ref()), (ENV_FD_DIR, dir.as_os_str())],
+        &format!("child {mode} done"),
+    )
 }
 
 /// Holds open files until dropped: the file descriptors a test takes away.
@@ -737,19 +751,12 @@ fn a_read_cache_too_large_to_allocate_is_a_clear_error() -> TestResult {
     // and under `ulimit -v` the process aborted. A child with 4 GiB of
     // address space opens a store with it.
     let dir = tempfile::tempdir()?;
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 4194304 && exec \"$0\" \"$@\"")
-        .arg(std::env::current_exe()?)
-        .args(["memory_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ENV_MEMORY_CHILD, dir.path())
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed: {stderr}");
-    assert!(
-        stderr.contains("memory child done"),
-        "child did not run: {stderr}"
-    );
+    run_child(
+        "ulimit -v 4194304",
+        "memory_child",
+        &[(ENV_MEMORY_CHILD, dir.path().as_os_str())],
+        "memory child done",
+    )?;
     Ok(())
 }
 
