@@ -476,32 +476,37 @@ impl Db {
             }
             _ => None,
         };
-        // No checkpoint, or one that fails a check: replay everything.
-        let (mut index, mut from) =
-            restored.unwrap_or_else(|| (Index::with_capacity(options.key_capacity), 0));
         // Pads replay passes (from a checkpoint on, it misses older ones:
         // compaction then overestimates those segments' garbage, once).
-        let mut pads = std::collections::HashMap::new();
-        let replay = |index: &Index, from, pads: &mut _| {
+        let replay = |index: &Index, from| {
+            let mut pads = std::collections::HashMap::new();
             let mode = recovery::Mode::Repair;
-            recovery::replay(&storage, &retired, index, &hasher, mode, from, pads)
+            recovery::replay(&storage, &retired, index, &hasher, mode, from, &mut pads)
+                .map(|tail| (tail, pads))
         };
-        let replayed = match replay(&index, from, &mut pads) {
-            Ok(tail) if from == 0 || !index.points_at_or_past(tail) => Some(tail),
-            Err(e) if from == 0 || !matches!(e, Error::Corruption { .. }) => return Err(e),
-            // From a checkpoint, damage or an index pointing past the
-            // recovered log (which only a crafted checkpoint can do: its
-            // records are durable before it is published) means the
-            // checkpoint is not trusted: the whole log is replayed
-            // instead, and decides what is damage.
-            _ => None,
+        let from_checkpoint = match restored {
+            Some((index, from)) => match replay(&index, from) {
+                Ok((tail, pads)) if !index.points_at_or_past(tail) => {
+                    Some((index, from, tail, pads))
+                }
+                Err(e) if !matches!(e, Error::Corruption { .. }) => return Err(e),
+                // Damage met from a checkpoint, or an index pointing past
+                // the recovered log (which only a crafted checkpoint can
+                // do: its records are durable before it is published): the
+                // checkpoint is not trusted, and the replay of the whole
+                // log decides what is damage.
+                _ => None,
+            },
+            None => None,
         };
-        let tail = match replayed {
-            Some(tail) => tail,
+        // No checkpoint, one that fails a check, or one not trusted after
+        // its replay: replay everything.
+        let (index, from, tail, pads) = match from_checkpoint {
+            Some(restored) => restored,
             None => {
-                (index, from) = (Index::with_capacity(options.key_capacity), 0);
-                pads.clear();
-                replay(&index, from, &mut pads)?
+                let index = Index::with_capacity(options.key_capacity);
+                let (tail, pads) = replay(&index, 0)?;
+                (index, 0, tail, pads)
             }
         };
         let log = Arc::new(Log::new(storage, options.hot_bytes, cache, tail, pads));
@@ -1202,15 +1207,15 @@ mod tests {
                 let loaded = checkpoint::load(dir.path(), db.core().store_id)
                     .unwrap()
                     .unwrap();
-                let newest = loaded
-                    .images
-                    .iter()
-                    .flat_map(|image| &image.entries)
-                    .filter(|&&e| e != 0 && e != u64::MAX)
-                    .map(|e| e & ((1 << 48) - 1))
-                    .max()
-                    .unwrap_or(0);
-                assert!(newest < durable, "entry at {newest}, durable {durable}");
+                let storage = db.core().log.storage();
+                let segment_of = |a| storage.segment_of(a);
+                let index =
+                    Index::from_images(loaded.images, loaded.covered, segment_of, |_| false)
+                        .unwrap();
+                assert!(
+                    !index.points_at_or_past(durable),
+                    "an entry at or past the durable {durable}"
+                );
             }
         });
     }

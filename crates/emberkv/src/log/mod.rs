@@ -150,55 +150,30 @@ impl Log {
             // segment's header must say so when the flusher creates it.
             sealed_lengths.insert(seg, storage.segment_size());
         }
-        // The last segment of the address space is never written (see
-        // `next_page`): a log that filled the one before it gets an empty
-        // page there, so that every append fails as it would have.
-        if seg >= storage.segment_of(u64::MAX) {
-            let page = Arc::new(Page::new(tail, tail, 0));
-            return Log::with_page(
-                storage,
-                hot_bytes,
-                cache,
-                tail,
-                page,
-                sealed_lengths,
-                pad_bytes,
-            );
-        }
-        let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
-        let start = page_floor(tail);
-        // The recovered tail may leave less room than a pad before the next
-        // page boundary (after a record that had a large page to itself);
-        // then the first page is two pages long, unless the segment ends
-        // there and the next append moves to the next segment anyway.
-        let room = start + PAGE_BYTES as u64 - tail;
-        let fits_double = storage.segment_of(start + 2 * PAGE_BYTES as u64 - 1) == seg;
-        let len = if room > 0 && room < HEADER_BYTES as u64 && fits_double {
-            2 * PAGE_BYTES
+        let (tail, page) = if seg >= storage.segment_of(u64::MAX) {
+            // The last segment of the address space is never written (see
+            // `next_page`): a log that filled the one before it gets an
+            // empty page there, so that every append fails as it would
+            // have.
+            (tail, Page::new(tail, tail, 0))
         } else {
-            PAGE_BYTES
+            let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
+            let start = page_floor(tail);
+            // The recovered tail may leave less room than a pad before the
+            // next page boundary (after a record that had a large page to
+            // itself); then the first page is two pages long, unless the
+            // segment ends there and the next append moves to the next
+            // segment anyway.
+            let room = start + PAGE_BYTES as u64 - tail;
+            let fits_double = storage.segment_of(start + 2 * PAGE_BYTES as u64 - 1) == seg;
+            let len = if room > 0 && room < HEADER_BYTES as u64 && fits_double {
+                2 * PAGE_BYTES
+            } else {
+                PAGE_BYTES
+            };
+            (tail, Page::new(start, tail, len))
         };
-        let page = Arc::new(Page::new(start, tail, len));
-        Log::with_page(
-            storage,
-            hot_bytes,
-            cache,
-            tail,
-            page,
-            sealed_lengths,
-            pad_bytes,
-        )
-    }
-
-    fn with_page(
-        storage: Segments,
-        hot_bytes: usize,
-        cache: ReadCache,
-        tail: u64,
-        page: Arc<Page>,
-        sealed_lengths: HashMap<u64, u64>,
-        pad_bytes: HashMap<u64, u64>,
-    ) -> Log {
+        let page = Arc::new(page);
         Log {
             storage,
             hot_bytes,
