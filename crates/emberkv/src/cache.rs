@@ -154,7 +154,7 @@ fn table(len: usize) -> Option<Box<[AtomicU64]>> {
 
 impl ReadCache {
     /// A cache of at most `bytes` bytes: records plus 64 bytes of
-    /// bookkeeping each, and the two address tables (about a 26th of
+    /// bookkeeping each, and the two address tables (a 26th to a 13th of
     /// `bytes`, allocated at once and taken out of it); 0 disables it.
     ///
     /// # Errors
