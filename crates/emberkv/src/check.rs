@@ -55,8 +55,9 @@ impl fmt::Display for CheckReport {
 }
 
 /// Verifies the store in `path` without changing it: every record's
-/// checksum, every segment header, that segments are consecutive, and that
-/// the index replayed from the log finds each key at its newest record.
+/// checksum, every segment header, that segments are consecutive, that
+/// the index replayed from the log finds each key at its newest record,
+/// and that each key's newest value decodes when it is stored compressed.
 /// Problems are listed in the report rather than returned as errors.
 ///
 /// # Errors
@@ -90,6 +91,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     )?;
     report.keys = index.len();
     let mut scratch = Vec::new();
+    let mut value = Vec::new();
     for shard in 0..SHARDS {
         let table = index.table(shard);
         for slot in 0..table.len() {
@@ -98,6 +100,9 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
             };
             let verdict = read_cold(&storage, addr, &mut scratch).and_then(|h| {
                 let r = Record::verify(h, &scratch, addr)?;
+                if r.header.is_compressed() {
+                    r.value_into(&mut value, addr)?;
+                }
                 let hash = hasher.hash(r.key);
                 let found = index.find(hash, |a| Ok((a == addr).then_some(())))?;
                 Ok((found.is_some(), r.header.is_tombstone()))

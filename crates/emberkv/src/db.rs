@@ -13,6 +13,7 @@ use crate::batch::WriteBatch;
 use crate::cache::ReadCache;
 use crate::checkpoint;
 use crate::compaction::{self, CompactionReport};
+use crate::compression::Compression;
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::index::{Index, KeyHasher, ShardWriter, Slot, shard_of};
@@ -80,7 +81,7 @@ impl Current {
         Current {
             addr,
             record_bytes: record.header.total_len() as u64,
-            logical_bytes: (record.key.len() + record.value.len()) as u64,
+            logical_bytes: (record.key.len() + record.value_len()) as u64,
             expires_at: record.expires_at,
         }
     }
@@ -101,6 +102,8 @@ pub(crate) struct Core {
     pub(crate) log: Arc<Log>,
     pub(crate) hasher: KeyHasher,
     pub(crate) sync_writes: bool,
+    /// How compaction stores the values it copies.
+    pub(crate) compression: Compression,
     /// The manifest of retired segments, as last stored.
     pub(crate) retired: Mutex<Retired>,
     /// Held for a whole compaction pass: one at a time.
@@ -269,6 +272,11 @@ impl Core {
         }
     }
 
+    /// Whether compaction is behind (see [`Core::throttle`]).
+    pub(crate) fn compaction_is_behind(&self) -> bool {
+        self.compaction_behind.load(Ordering::Relaxed)
+    }
+
     /// Sets whether compaction is behind (see [`Core::throttle`]), waking
     /// throttled writers when it caught up.
     pub(crate) fn set_compaction_behind(&self, behind: bool) {
@@ -294,15 +302,14 @@ impl Core {
             |addr| {
                 self.log.with_record(addr, &mut scratch, |r| {
                     if r.key != key {
-                        return false;
+                        return Ok(false);
                     }
                     current = Some(Current::of(addr, r));
                     if let Some(out) = value.as_deref_mut() {
-                        out.clear();
-                        out.extend_from_slice(r.value);
+                        r.value_into(out, addr)?;
                     }
-                    true
-                })
+                    Ok(true)
+                })?
             },
             |addr| self.key_hash_at(addr),
         )?;
@@ -312,7 +319,7 @@ impl Core {
     /// Counts the record just written at `addr` as live.
     pub(crate) fn count(&self, writer: &mut ShardWriter<'_>, addr: u64, entry: &Entry<'_>) {
         let seg = self.log.storage().segment_of(addr);
-        let logical = entry.key.len() + entry.value.len();
+        let logical = entry.key.len() + entry.value_len();
         writer.add_live(
             seg,
             entry.len() as u64,
@@ -519,6 +526,7 @@ impl Db {
             log,
             hasher,
             sync_writes: options.sync_writes,
+            compression: options.compression,
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),

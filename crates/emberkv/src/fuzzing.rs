@@ -29,7 +29,8 @@ use std::path::Path;
 use crate::checksum::crc32c;
 use crate::meta::{META_FILE, Meta};
 use crate::record::{
-    Entry, FLAG_BATCH, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record, encode_pad,
+    Entry, FLAG_BATCH, FLAG_COMPRESSED, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record,
+    encode_pad,
 };
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::{Db, Error, Options, Result};
@@ -79,8 +80,11 @@ const PROBE_VALUE: &[u8] = b"written after open";
 /// - no length from the input exceeds the crate's limits once the header
 ///   parses (so nothing is allocated from an unchecked length);
 /// - a record that verifies re-encodes to exactly its bytes;
-/// - a record that does not verify is short or fails its checksum;
-/// - the same record with its checksum recomputed verifies and re-encodes.
+/// - a record that does not verify is short, fails its checksum or holds
+///   a compressed value whose length is out of bounds;
+/// - a compressed value decodes to its stated length or is corruption;
+/// - the same record with its checksum recomputed verifies and re-encodes
+///   (when its compressed value's length is in bounds).
 pub fn record(data: &[u8]) {
     let Ok(header) = Header::parse(data, 0) else {
         return;
@@ -96,7 +100,11 @@ pub fn record(data: &[u8]) {
         Ok(r) => assert_reencodes(&r, &data[..total]),
         Err(e) => {
             assert!(matches!(e, Error::Corruption { offset: 0, .. }), "{e}");
-            assert!(data.len() < total || crc32c(&data[4..total]) != header.crc);
+            assert!(
+                data.len() < total
+                    || crc32c(&data[4..total]) != header.crc
+                    || header.is_compressed()
+            );
         }
     }
     if let Some(whole) = data.get(..total) {
@@ -104,25 +112,32 @@ pub fn record(data: &[u8]) {
         let crc = crc32c(&fixed[4..]);
         fixed[..4].copy_from_slice(&crc.to_le_bytes());
         let h = Header::parse(&fixed, 0).expect("only the checksum changed");
-        let r = Record::verify(h, &fixed, 0).expect("checksum recomputed");
-        assert_reencodes(&r, &fixed);
+        match Record::verify(h, &fixed, 0) {
+            Ok(r) => assert_reencodes(&r, &fixed),
+            Err(e) => assert!(h.is_compressed(), "{e}"),
+        }
     }
 }
 
 /// Checks that `r`, verified from `bytes`, encodes back to `bytes`.
 fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
     let entry = Entry {
-        flags: r.header.flags & (FLAG_TOMBSTONE | FLAG_BATCH),
+        flags: r.header.flags & (FLAG_TOMBSTONE | FLAG_BATCH | FLAG_COMPRESSED),
         expires_at: r.expires_at,
         key: r.key,
-        value: r.value,
+        value: r.stored_value,
     };
     assert_eq!(entry.len(), bytes.len());
     assert_eq!(entry.checksum(), r.header.crc);
     let mut out = vec![0; entry.len()];
     entry.encode(&mut out, r.header.crc);
     assert_eq!(out, bytes);
-    assert_eq!(&bytes[r.value_offset()..], r.value);
+    assert_eq!(&bytes[r.value_offset()..], r.stored_value);
+    let mut value = Vec::new();
+    match r.value_into(&mut value, 0) {
+        Ok(()) => assert_eq!(value.len(), r.value_len()),
+        Err(e) => assert!(r.header.is_compressed() && matches!(e, Error::Corruption { .. })),
+    }
 }
 
 /// Lays out the store files that `data` describes (see the module docs) in

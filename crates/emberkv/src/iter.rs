@@ -72,8 +72,15 @@ impl Iterator for Iter<'_> {
                 .core()
                 .log
                 .with_record(addr, &mut self.scratch, |r| {
-                    live(r).then(|| (r.key.to_vec(), r.value.to_vec()))
-                });
+                    live(r)
+                        .then(|| {
+                            let mut value = Vec::new();
+                            r.value_into(&mut value, addr)
+                                .map(|()| (r.key.to_vec(), value))
+                        })
+                        .transpose()
+                })
+                .and_then(|read| read);
             match read {
                 Ok(Some(pair)) => return Some(Ok(pair)),
                 Ok(None) => {}

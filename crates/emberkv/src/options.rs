@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::compression::{self, Compression};
 use crate::error::{Error, Result};
 
 /// How a store is opened. `Options::default()` is valid; every field is
@@ -56,6 +57,14 @@ pub struct Options {
     /// Default `Some(0.33)`, which bounds sealed segments' space
     /// amplification at about 1.5.
     pub compaction_garbage: Option<f64>,
+    /// How compaction stores the values of the records it copies (the
+    /// cold records: those that outlived their segment). Writes are never
+    /// compressed on the writer's path, so reads of recent records never
+    /// decompress. Default `Compression::Zstd { level: 1 }`: on values
+    /// half random bytes and half a repeated pattern (the benchmark's
+    /// default) it stores 1 KiB in about 550 bytes, and a read of a
+    /// compressed record spends about 0.4 µs decompressing it.
+    pub compression: Compression,
 }
 
 impl Default for Options {
@@ -68,6 +77,7 @@ impl Default for Options {
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
             compaction_garbage: Some(0.33),
+            compression: Compression::Zstd { level: 1 },
         }
     }
 }
@@ -116,6 +126,13 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::compression`] (default `Compression::Zstd { level: 1 }`).
+    #[must_use]
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
     /// Sets [`Options::segment_bytes`] (default 256 MiB).
     #[must_use]
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
@@ -155,6 +172,15 @@ impl Options {
             return bad(format!(
                 "read_cache_bytes = {} is above 2^40",
                 self.read_cache_bytes
+            ));
+        }
+        if let Compression::Zstd { level } = self.compression
+            && !compression::LEVELS.contains(&level)
+        {
+            return bad(format!(
+                "zstd compression level {level} is outside {}..={}",
+                compression::LEVELS.start(),
+                compression::LEVELS.end()
             ));
         }
         if self.key_capacity > 1 << 34 {

@@ -5,13 +5,13 @@
 //! | offset   | size | field                                               |
 //! |---------:|-----:|-----------------------------------------------------|
 //! | 0        | 4    | CRC32C of bytes 4..end (for a pad: of bytes 4..16)  |
-//! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch |
+//! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch, 16 compressed |
 //! | 5        | 3    | reserved, zero                                      |
 //! | 8        | 4    | key length in bytes                                 |
 //! | 12       | 4    | value length in bytes (for a pad: bytes skipped)    |
 //! | 16       | 8    | expiry, Unix time in ms (only with flag 4)          |
 //! | 16 or 24 | k    | key                                                 |
-//! | then     | v    | value                                               |
+//! | then     | v    | value (flag 16: compressed, see `compression.rs`)   |
 //!
 //! A pad fills the rest of a page that the next record does not fit in; its
 //! payload is not covered by the checksum (it is never read). Flag 8 marks a
@@ -34,18 +34,21 @@ pub(crate) const FLAG_PAD: u8 = 2;
 const FLAG_EXPIRY: u8 = 4;
 /// Flag: more records of the same write batch follow this one.
 pub(crate) const FLAG_BATCH: u8 = 8;
-const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH;
+/// Flag: the value is stored compressed (`compression.rs`).
+pub(crate) const FLAG_COMPRESSED: u8 = 16;
+const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH | FLAG_COMPRESSED;
 
 const _: () = assert!(HEADER_BYTES == 4 + 1 + 3 + 4 + 4);
 
 /// A record to be written.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry<'a> {
-    /// [`FLAG_TOMBSTONE`] and/or [`FLAG_BATCH`].
+    /// [`FLAG_TOMBSTONE`], [`FLAG_BATCH`] and/or [`FLAG_COMPRESSED`].
     pub flags: u8,
     /// Unix time in ms after which the key is gone.
     pub expires_at: Option<u64>,
     pub key: &'a [u8],
+    /// The value as stored: compressed with [`FLAG_COMPRESSED`].
     pub value: &'a [u8],
 }
 
@@ -81,6 +84,16 @@ impl<'a> Entry<'a> {
     /// Encoded size, in bytes.
     pub(crate) fn len(&self) -> usize {
         self.body_offset() + self.key.len() + self.value.len()
+    }
+
+    /// Length of the value as the user sees it, in bytes (decoded when
+    /// it is stored compressed).
+    pub(crate) fn value_len(&self) -> usize {
+        if self.flags & FLAG_COMPRESSED != 0 {
+            crate::compression::decoded_len(self.value, 0).unwrap_or(0)
+        } else {
+            self.value.len()
+        }
     }
 
     /// The CRC32C the record carries (computed before taking the append
@@ -166,7 +179,10 @@ impl Header {
             key_len: u32_at(8) as usize,
             value_len: u32_at(12) as usize,
         };
-        if b[5..8] != [0, 0, 0] || header.flags & !KNOWN_FLAGS != 0 {
+        if b[5..8] != [0, 0, 0]
+            || header.flags & !KNOWN_FLAGS != 0
+            || header.flags & (FLAG_COMPRESSED | FLAG_TOMBSTONE) == FLAG_COMPRESSED | FLAG_TOMBSTONE
+        {
             return Err(Error::corruption(addr, "unknown record flags"));
         }
         if header.is_pad() {
@@ -189,6 +205,11 @@ impl Header {
 
     pub(crate) fn is_tombstone(&self) -> bool {
         self.flags & FLAG_TOMBSTONE != 0
+    }
+
+    /// Whether the value is stored compressed.
+    pub(crate) fn is_compressed(&self) -> bool {
+        self.flags & FLAG_COMPRESSED != 0
     }
 
     /// Whether more records of the same batch follow.
@@ -222,7 +243,10 @@ pub(crate) struct Record<'a> {
     /// Unix time in ms after which the key is gone.
     pub expires_at: Option<u64>,
     pub key: &'a [u8],
-    pub value: &'a [u8],
+    /// The value as stored: compressed when the header says so (use
+    /// [`Record::value_into`] and [`Record::value_len`] for the value the
+    /// user wrote).
+    pub stored_value: &'a [u8],
 }
 
 impl<'a> Record<'a> {
@@ -230,7 +254,8 @@ impl<'a> Record<'a> {
     /// `bytes`.
     ///
     /// # Errors
-    /// [`Error::Corruption`] on a checksum mismatch or a short buffer.
+    /// [`Error::Corruption`] on a checksum mismatch, a short buffer, or a
+    /// compressed value whose stated length is out of bounds.
     pub(crate) fn verify(header: Header, bytes: &'a [u8], addr: u64) -> Result<Record<'a>> {
         let total = header.total_len();
         if header.is_pad() || bytes.len() < total {
@@ -246,7 +271,11 @@ impl<'a> Record<'a> {
                 ),
             ));
         }
-        Ok(Record::verified(header, bytes))
+        let record = Record::verified(header, bytes);
+        if header.is_compressed() {
+            crate::compression::decoded_len(record.stored_value, addr)?;
+        }
+        Ok(record)
     }
 
     /// Splits a non-pad record held whole at the start of `bytes` whose
@@ -256,12 +285,38 @@ impl<'a> Record<'a> {
         let body = header.body_offset();
         let expires_at = (body > HEADER_BYTES)
             .then(|| u64::from_le_bytes(bytes[HEADER_BYTES..body].try_into().expect("8 bytes")));
-        let (key, value) = bytes[body..header.total_len()].split_at(header.key_len);
+        let (key, stored_value) = bytes[body..header.total_len()].split_at(header.key_len);
         Record {
             header,
             expires_at,
             key,
-            value,
+            stored_value,
+        }
+    }
+
+    /// Length of the value the user wrote, in bytes.
+    pub(crate) fn value_len(&self) -> usize {
+        if self.header.is_compressed() {
+            // Bounds-checked by `verify`; 0 only for a record never verified.
+            crate::compression::decoded_len(self.stored_value, 0).unwrap_or(0)
+        } else {
+            self.stored_value.len()
+        }
+    }
+
+    /// Replaces the contents of `out` with the value the user wrote,
+    /// decompressing it when it is stored compressed.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] (at `addr`) when a compressed value does not
+    /// decode.
+    pub(crate) fn value_into(&self, out: &mut Vec<u8>, addr: u64) -> Result<()> {
+        if self.header.is_compressed() {
+            crate::compression::decompress(self.stored_value, out, addr)
+        } else {
+            out.clear();
+            out.extend_from_slice(self.stored_value);
+            Ok(())
         }
     }
 
@@ -271,7 +326,7 @@ impl<'a> Record<'a> {
         !self.header.is_tombstone() && self.expires_at.is_none_or(|at| at > now_ms)
     }
 
-    /// Offset of the value inside the record's bytes.
+    /// Offset of the stored value inside the record's bytes.
     pub(crate) fn value_offset(&self) -> usize {
         self.header.total_len() - self.header.value_len
     }
@@ -298,7 +353,10 @@ mod tests {
         let h = Header::parse(&buf, 0).unwrap();
         assert_eq!(h.total_len(), buf.len());
         let r = Record::verify(h, &buf, 0).unwrap();
-        assert_eq!((r.key, r.value, r.expires_at), (key, value, expires_at));
+        assert_eq!(
+            (r.key, r.stored_value, r.expires_at),
+            (key, value, expires_at)
+        );
         assert_eq!(r.header.is_tombstone(), flags & FLAG_TOMBSTONE != 0);
         assert_eq!(r.header.continues_batch(), flags & FLAG_BATCH != 0);
         assert_eq!(&buf[r.value_offset()..], value);

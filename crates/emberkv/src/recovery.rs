@@ -370,7 +370,7 @@ fn apply(
                 with_chunk_record(storage, chunk, scratch, addr, |r| {
                     (
                         r.header.total_len() as u64,
-                        (r.key.len() + r.value.len()) as u64,
+                        (r.key.len() + r.value_len()) as u64,
                         r.expires_at.is_some(),
                         r.key == record.key,
                     )
@@ -396,7 +396,7 @@ fn apply(
         writer.add_live(
             storage.segment_of(pos),
             record.header.total_len() as u64,
-            (record.key.len() + record.value.len()) as u64,
+            (record.key.len() + record.value_len()) as u64,
             record.expires_at.is_some(),
         );
     }

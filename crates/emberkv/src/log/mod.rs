@@ -34,6 +34,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::cache::{Lookup, ReadCache};
+use crate::compression;
 use crate::error::{Error, Result};
 use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
@@ -558,8 +559,7 @@ impl Log {
             let record = unsafe { hot_record(page, addr)? };
             let found = Found::judge(&record, key, now_ms);
             if let Found::Live { .. } = found {
-                out.clear();
-                out.extend_from_slice(record.value);
+                record.value_into(out, addr)?;
             }
             return Ok(found);
         }
@@ -586,8 +586,12 @@ impl Log {
         if lookup == (Lookup::Miss { admit: true }) {
             self.cache.admit(addr, out);
         }
-        out.copy_within(start..start + header.value_len, 0);
-        out.truncate(header.value_len);
+        if header.is_compressed() && matches!(found, Found::Live { .. }) {
+            compression::decompress_within(out, start..start + header.value_len, addr)?;
+        } else {
+            out.copy_within(start..start + header.value_len, 0);
+            out.truncate(header.value_len);
+        }
         Ok(found)
     }
 
