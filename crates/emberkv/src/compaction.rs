@@ -80,14 +80,102 @@ pub(crate) fn run(
 ) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
-    let mut report = CompactionReport::default();
     // Make sure every sealed segment is whole in its file before reading it.
     core.log.write_out()?;
-    let storage = core.log.storage();
     let picked = candidates(core, min_garbage)?;
+    compact_segments(core, &picked, on_milestone)
+}
+
+/// Share of a sealed segment's sampled bytes (its first 256 KiB) that
+/// rewriting it with [`recompress`] must reclaim: a quarter.
+const RECOMPRESS_GAIN: f64 = 0.25;
+
+/// Bytes sampled from the front of a segment to estimate what rewriting
+/// it would reclaim: 256 KiB.
+const SAMPLE_BYTES: u64 = 256 << 10;
+
+/// Rewrites, with compression, the first sealed segment numbered `from` or
+/// above whose rewrite would reclaim at least [`RECOMPRESS_GAIN`] of its
+/// bytes (dead records, plus what compressing its live raw values saves,
+/// estimated from a sample); segments below it are only sampled. Returns
+/// what was done and the segment number to go on from. Does nothing when
+/// the store does not compress.
+///
+/// Compaction compresses only what it copies, and it copies only segments
+/// with garbage: this is how values written once and never overwritten get
+/// compressed (the maintenance thread calls it while writers are quiet).
+pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u64)> {
+    let Compression::Zstd { level } = core.compression else {
+        return Ok((CompactionReport::default(), from));
+    };
+    let _one_at_a_time = core.compaction_lock.lock();
+    core.delete_retired_files()?;
+    core.log.write_out()?;
+    let storage = core.log.storage();
+    let active = storage.segment_of(core.log.tail());
+    for seg in storage
+        .list()?
+        .into_iter()
+        .filter(|&s| s >= from && s < active)
+    {
+        if core.retired.lock().contains(seg) {
+            continue;
+        }
+        if rewrite_gain(core, seg, level)? >= RECOMPRESS_GAIN {
+            return Ok((compact_segments(core, &[seg], &mut || Ok(()))?, seg + 1));
+        }
+    }
+    Ok((CompactionReport::default(), active))
+}
+
+/// Share of the first [`SAMPLE_BYTES`] of segment `seg` that rewriting it
+/// would reclaim: records that are not their key's newest, and what zstd
+/// at `level` saves on the live values stored raw.
+fn rewrite_gain(core: &Core, seg: u64, level: i32) -> Result<f64> {
+    let (mut sampled, mut kept) = (0u64, 0u64);
+    let mut compressed = Vec::new();
+    let now = clock::now_ms();
+    for_each_record(core.log.storage(), seg, SAMPLE_BYTES, |addr, record| {
+        let len = record.header.total_len() as u64;
+        sampled += len;
+        let hash = core.hasher.hash(record.key);
+        if !matches!(
+            core.index.find(hash, |a| Ok((a == addr).then_some(()))),
+            Ok(Some(()))
+        ) {
+            return Ok(());
+        }
+        let value = record.stored_value.len() as u64;
+        let stored = if !record.header.is_compressed()
+            && record.is_live(now)
+            && compression::compress(level, record.stored_value, &mut compressed)
+        {
+            compressed.len() as u64
+        } else {
+            value
+        };
+        kept += len - value + stored;
+        Ok(())
+    })?;
+    Ok(if sampled == 0 {
+        0.0
+    } else {
+        1.0 - kept as f64 / sampled as f64
+    })
+}
+
+/// Compacts `segments`, in order; the caller holds the compaction lock
+/// and has written out every sealed segment.
+fn compact_segments(
+    core: &Core,
+    segments: &[u64],
+    on_milestone: &mut dyn FnMut() -> Result<()>,
+) -> Result<CompactionReport> {
+    let mut report = CompactionReport::default();
+    let storage = core.log.storage();
     let mut copied_bytes = 0;
     let mut deleted = 0;
-    for seg in picked {
+    for &seg in segments {
         let oldest = storage
             .list()?
             .into_iter()
@@ -202,7 +290,7 @@ fn compact_segment(
     let mut group_bytes = 0;
     let mut milestones = *core.log.milestones.lock();
     let now = clock::now_ms();
-    for_each_record(core.log.storage(), seg, |addr, record| {
+    for_each_record(core.log.storage(), seg, u64::MAX, |addr, record| {
         group.push(Found::of(core, addr, record, now));
         group_bytes += record.header.total_len();
         if group_bytes >= GROUP_BYTES {
@@ -459,6 +547,72 @@ mod tests {
         for (k, v) in &want[1..] {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "after replay");
         }
+    }
+
+    #[test]
+    fn recompress_rewrites_cold_compressible_segments_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        // Segment 0: compressible values written once (no garbage);
+        // segment 1: incompressible ones.
+        let mut i = 0u32;
+        while segment_of_tail(&db) < 1 {
+            db.insert(
+                format!("text{i}").as_bytes(),
+                &format!("{i} ").repeat(200).into_bytes(),
+            )
+            .unwrap();
+            i += 1;
+        }
+        let mut j = 0u32;
+        while segment_of_tail(&db) < 2 {
+            db.insert(format!("noise{j}").as_bytes(), &noise(j, 900))
+                .unwrap();
+            j += 1;
+        }
+        let before = db.stats().unwrap();
+        let (report, next) = recompress(db.core(), 0).unwrap();
+        assert_eq!((report.segments, next), (1, 1), "segment 0 rewritten");
+        // About half the live bytes were in segment 0, and they shrink.
+        assert!(db.stats().unwrap().live_record_bytes < before.live_record_bytes * 3 / 4);
+        assert!(!dir.path().join("000000000000.seg").exists());
+        // Segment 1 is sampled and left; the copies of segment 0 are in
+        // the active segment, not yet sealed.
+        let (report, next) = recompress(db.core(), next).unwrap();
+        assert_eq!(report.segments, 0);
+        assert_eq!(next, segment_of_tail(&db));
+        assert!(dir.path().join("000000000001.seg").exists());
+        for k in 0..i {
+            let key = format!("text{k}");
+            // The last one opened segment 1.
+            assert_eq!(stored_compressed(&db, key.as_bytes()), k + 1 < i, "text{k}");
+            assert_eq!(
+                db.get(key.as_bytes()).unwrap(),
+                Some(format!("{k} ").repeat(200).into_bytes())
+            );
+        }
+        for k in 0..j {
+            let key = format!("noise{k}");
+            assert!(!stored_compressed(&db, key.as_bytes()));
+            assert_eq!(db.get(key.as_bytes()).unwrap(), Some(noise(k, 900)));
+        }
+        // Once sealed, the compressed copies are not worth rewriting again.
+        db.core().log.seal_segment().unwrap();
+        let (report, _) = recompress(db.core(), next).unwrap();
+        assert_eq!(report.segments, 0);
+    }
+
+    #[test]
+    fn recompress_does_nothing_without_compression() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None)
+            .compression(Compression::None);
+        let db = Db::open(dir.path(), opts).unwrap();
+        fill_to(&db, 2);
+        let (report, next) = recompress(db.core(), 0).unwrap();
+        assert_eq!((report.segments, next), (0, 0));
     }
 
     #[test]

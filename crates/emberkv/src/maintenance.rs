@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::compaction;
 use crate::db::Core;
@@ -33,6 +33,11 @@ const SEAL_AT: u64 = 8 << 20;
 /// compactor cross it.
 const BEHIND_SLACK: u64 = 64 << 20;
 
+/// Writers count as quiet, and cold segments get recompressed (see
+/// [`compaction::recompress`]), while they append less than this (1 MiB)
+/// over at least half an [`INTERVAL`] with no compaction to do.
+const QUIET_BYTES: u64 = 1 << 20;
+
 /// Handle to the maintenance thread.
 pub(crate) struct Maintenance {
     stop: Arc<AtomicBool>,
@@ -44,7 +49,9 @@ impl Maintenance {
     /// Starts a thread that, at each log milestone and at least every
     /// [`INTERVAL`], compacts the sealed segments with at least
     /// `min_garbage` of garbage (when set; also sealing the active segment
-    /// early, see [`SEAL_AT`]) and writes an index checkpoint once
+    /// early, see [`SEAL_AT`]), rewrites one sealed segment with
+    /// compression while writers are quiet (see [`QUIET_BYTES`]), and
+    /// writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
     /// retried at the next wake; the foreground `compact`, `sync` and
     /// `close` report errors.
@@ -80,6 +87,10 @@ impl Maintenance {
 
 fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
     let mut seen = *core.log.milestones.lock();
+    // Where writers' quiet began (time and tail), and the first segment
+    // not yet considered for recompression.
+    let mut quiet_since = (Instant::now(), core.log.tail());
+    let mut recompress_from = 0;
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -90,10 +101,27 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
             }
             seen = *milestones;
         }
+        let mut worked = false;
         if let Some(min_garbage) = min_garbage {
             // Keep going while passes find work: under a heavy overwrite
             // load one pass per wake would fall behind.
-            while !stop.load(Ordering::Acquire) && matches!(pass(core, min_garbage), Ok(true)) {}
+            while !stop.load(Ordering::Acquire) && matches!(pass(core, min_garbage), Ok(true)) {
+                worked = true;
+            }
+            let quiet = !worked
+                && quiet_since.0.elapsed() >= INTERVAL / 2
+                && core.log.tail() - quiet_since.1 < QUIET_BYTES;
+            if quiet && !stop.load(Ordering::Acquire) {
+                if let Ok((_, next)) = compaction::recompress(core, recompress_from) {
+                    recompress_from = next;
+                }
+                worked = true;
+            }
+        }
+        if worked || core.log.tail() - quiet_since.1 >= QUIET_BYTES {
+            // The copies are not the writers' doing: quiet starts over
+            // after them.
+            quiet_since = (Instant::now(), core.log.tail());
         }
         let since = core.log.tail() - core.checkpointed.load(Ordering::Relaxed);
         if since >= CHECKPOINT_EVERY && !stop.load(Ordering::Acquire) {

@@ -263,23 +263,26 @@ pub(crate) fn replay(
 }
 
 /// Calls `f` with the address and the verified record of every record of
-/// segment `seg`, in log order (pads skipped), reading it sequentially.
+/// segment `seg` that starts in its first `limit` bytes, in log order (pads
+/// skipped), reading it sequentially.
 ///
 /// # Errors
 /// [`Error::Corruption`] at the first invalid record; errors from `f`.
 pub(crate) fn for_each_record(
     storage: &Segments,
     seg: u64,
+    limit: u64,
     mut f: impl FnMut(u64, &Record<'_>) -> Result<()>,
 ) -> Result<()> {
     let start = storage.segment_start(seg);
     let end = start + storage.file_len(seg)?;
+    let stop = end.min(start.saturating_add(limit));
     let mut chunk = Chunk {
         addr: 0,
         bytes: Vec::new(),
     };
     let mut pos = start + SEGMENT_HEADER_BYTES;
-    while pos < end {
+    while pos < stop {
         match next_record(storage, &mut chunk, pos, end)? {
             Next::Pad(len) => pos += len,
             Next::Record(h) => {

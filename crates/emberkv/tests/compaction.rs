@@ -151,6 +151,40 @@ fn background_compaction_keeps_space_bounded_under_churn() -> TestResult {
 }
 
 #[test]
+fn values_written_once_get_compressed_while_writers_are_quiet() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), Some(0.33))?;
+    // About 4 MiB of compressible values, none overwritten: no garbage, so
+    // only the quiet-time recompression can shrink them.
+    for k in 0..12_000u32 {
+        db.insert(&k.to_le_bytes(), &value(k, 0))?;
+    }
+    db.sync()?;
+    let before = db.stats()?;
+    assert!(before.space_amplification > 1.0);
+    // Liveness, not timing: one segment a second once writers are quiet.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while db.stats()?.space_amplification > 0.5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = db.stats()?;
+    assert!(
+        after.space_amplification <= 0.5,
+        "not recompressed: {before:?} -> {after:?}"
+    );
+    assert_eq!(after.logical_bytes, before.logical_bytes);
+    for k in 0..12_000u32 {
+        assert_eq!(db.get(&k.to_le_bytes())?, Some(value(k, 0)));
+    }
+    db.close()?;
+    let db = small(dir.path(), None)?;
+    for k in (0..12_000u32).step_by(7) {
+        assert_eq!(db.get(&k.to_le_bytes())?, Some(value(k, 0)));
+    }
+    Ok(())
+}
+
+#[test]
 fn backup_after_compaction_opens_on_its_own() -> TestResult {
     let dir = tempfile::tempdir()?;
     let out = tempfile::tempdir()?;
