@@ -2,7 +2,8 @@
 //!
 //! Records are only ever appended, so the bytes below a durable address
 //! never change: copying the meta file and every segment up to that address
-//! gives a consistent store, whatever writers do meanwhile.
+//! gives a consistent store, whatever writers do meanwhile (with the
+//! compression dictionary, if the store has one).
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -58,5 +59,13 @@ pub(crate) fn copy_prefix(
     let meta = crate::meta::META_FILE;
     fs::copy(src.join(meta), dest.join(meta))?;
     File::open(dest.join(meta))?.sync_all()?;
+    // Copied after the segments: a record compressed with the dictionary
+    // is only written once the dictionary file is durable, so any copied
+    // record that needs it finds it.
+    let dictionary = crate::dictionary::FILE;
+    if src.join(dictionary).exists() {
+        fs::copy(src.join(dictionary), dest.join(dictionary))?;
+        File::open(dest.join(dictionary))?.sync_all()?;
+    }
     sync_dir(dest)
 }

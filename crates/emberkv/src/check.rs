@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::Path;
 
+use crate::compression::{Codec, Compression};
+use crate::dictionary::Dictionary;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, SHARDS};
 use crate::log::read_cold;
@@ -63,7 +65,8 @@ impl fmt::Display for CheckReport {
 /// # Errors
 /// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]
 /// when the store is open elsewhere; errors reading the
-/// meta file ([`Error::Corruption`], [`Error::IncompatibleFormat`]);
+/// meta file or the compression dictionary ([`Error::Corruption`],
+/// [`Error::IncompatibleFormat`]);
 /// [`Error::Io`].
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
@@ -80,6 +83,8 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let index = Index::with_capacity(0);
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;
+    // Only decoding: the compression setting does not matter.
+    let codec = Codec::new(Compression::None, Dictionary::load(dir, meta.store_id, 1)?);
     recovery::replay(
         &storage,
         &retired,
@@ -101,7 +106,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
             let verdict = read_cold(&storage, addr, &mut scratch).and_then(|h| {
                 let r = Record::verify(h, &scratch, addr)?;
                 if r.header.is_compressed() {
-                    r.value_into(&mut value, addr)?;
+                    r.value_into(&codec, &mut value, addr)?;
                 }
                 let hash = hasher.hash(r.key);
                 let found = index.find(hash, |a| Ok((a == addr).then_some(())))?;

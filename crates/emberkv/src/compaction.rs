@@ -24,11 +24,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::clock;
-use crate::compression::{self, Compression};
+use crate::compression::MIN_COMPRESS_BYTES;
 use crate::db::{Core, Current};
+use crate::dictionary::{self, Dictionary};
 use crate::error::Result;
 use crate::index::{ShardWriter, Slot, shard_of};
-use crate::record::{Entry, FLAG_COMPRESSED, Record};
+use crate::record::{Entry, FLAG_COMPRESSED, FLAG_DICTIONARY, Record};
 use crate::recovery::for_each_record;
 use crate::storage::SEGMENT_HEADER_BYTES;
 
@@ -105,9 +106,9 @@ const SAMPLE_BYTES: u64 = 256 << 10;
 /// with garbage: this is how values written once and never overwritten get
 /// compressed (the maintenance thread calls it while writers are quiet).
 pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u64)> {
-    let Compression::Zstd { level } = core.compression else {
+    if core.log.codec().compresses_at().is_none() {
         return Ok((CompactionReport::default(), from));
-    };
+    }
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     core.log.write_out()?;
@@ -121,34 +122,97 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
         if core.retired.lock().contains(seg) {
             continue;
         }
-        if rewrite_gain(core, seg, level)? >= RECOMPRESS_GAIN {
+        if rewrite_gain(core, seg)? >= RECOMPRESS_GAIN {
             return Ok((compact_segments(core, &[seg], &mut || Ok(()))?, seg + 1));
         }
     }
     Ok((CompactionReport::default(), active))
 }
 
+/// Trains a dictionary on live values sampled from the sealed segments
+/// (up to [`dictionary::MAX_SAMPLE_BYTES`] of values between
+/// [`MIN_COMPRESS_BYTES`] and [`dictionary::MAX_SAMPLE_VALUE`] long, from
+/// the first MiB of each segment, oldest first) and, when it measures
+/// better (see [`Dictionary::train`]), stores it durably and compresses
+/// with it from then on. Returns whether there were samples enough to
+/// try.
+///
+/// # Errors
+/// I/O errors and corruption met reading the segments or storing the
+/// dictionary.
+pub(crate) fn train_dictionary(core: &Core) -> Result<bool> {
+    let Some(level) = core.log.codec().compresses_at() else {
+        return Ok(false);
+    };
+    let _one_at_a_time = core.compaction_lock.lock();
+    core.log.write_out()?;
+    let storage = core.log.storage();
+    let active = storage.segment_of(core.log.tail());
+    let mut samples: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0;
+    for seg in storage.list()?.into_iter().filter(|&s| s < active) {
+        if total >= dictionary::MAX_SAMPLE_BYTES {
+            break;
+        }
+        if core.retired.lock().contains(seg) {
+            continue;
+        }
+        for_each_record(storage, seg, 1 << 20, |addr, record| {
+            let value = record.stored_value;
+            if total < dictionary::MAX_SAMPLE_BYTES
+                && !record.header.is_compressed()
+                && (MIN_COMPRESS_BYTES..=dictionary::MAX_SAMPLE_VALUE).contains(&value.len())
+                && is_newest(core, core.hasher.hash(record.key), addr)
+            {
+                total += value.len();
+                samples.push(value.to_vec());
+            }
+            Ok(())
+        })?;
+    }
+    if samples.len() < dictionary::MIN_SAMPLES || total < dictionary::MIN_SAMPLE_BYTES {
+        return Ok(false);
+    }
+    if let Some(trained) = Dictionary::train(&samples, level) {
+        trained.store(&core.dir, core.store_id)?;
+        core.log.codec().set_dictionary(trained);
+    }
+    Ok(true)
+}
+
+/// Whether the index points at `addr` for a key of hash `hash`: the
+/// record there is its key's newest. Lock-free, so it may race with a
+/// writer: a record found newest may be garbage a moment later (then
+/// compressing it was wasted), never the other way round (an index entry
+/// never returns to an older address).
+fn is_newest(core: &Core, hash: u64, addr: u64) -> bool {
+    matches!(
+        core.index.find(hash, |a| Ok((a == addr).then_some(()))),
+        Ok(Some(()))
+    )
+}
+
 /// Share of the first [`SAMPLE_BYTES`] of segment `seg` that rewriting it
-/// would reclaim: records that are not their key's newest, and what zstd
-/// at `level` saves on the live values stored raw.
-fn rewrite_gain(core: &Core, seg: u64, level: i32) -> Result<f64> {
+/// would reclaim: records that are not their key's newest, and what
+/// compression saves on the live values stored raw.
+fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
     let (mut sampled, mut kept) = (0u64, 0u64);
     let mut compressed = Vec::new();
     let now = clock::now_ms();
     for_each_record(core.log.storage(), seg, SAMPLE_BYTES, |addr, record| {
         let len = record.header.total_len() as u64;
         sampled += len;
-        let hash = core.hasher.hash(record.key);
-        if !matches!(
-            core.index.find(hash, |a| Ok((a == addr).then_some(()))),
-            Ok(Some(()))
-        ) {
+        if !is_newest(core, core.hasher.hash(record.key), addr) {
             return Ok(());
         }
         let value = record.stored_value.len() as u64;
         let stored = if !record.header.is_compressed()
             && record.is_live(now)
-            && compression::compress(level, record.stored_value, &mut compressed)
+            && core
+                .log
+                .codec()
+                .compress(record.stored_value, &mut compressed)
+                .is_some()
         {
             compressed.len() as u64
         } else {
@@ -213,10 +277,12 @@ struct Found {
     /// Length of the value the user wrote, in bytes.
     value_len: usize,
     key: Vec<u8>,
-    /// The value as it will be stored in the copy: compressed when
-    /// `compressed`.
+    /// The value as it will be stored in the copy: compressed as
+    /// `value_flags` say.
     value: Vec<u8>,
-    compressed: bool,
+    /// [`FLAG_COMPRESSED`] and [`FLAG_DICTIONARY`], as they apply to
+    /// `value`.
+    value_flags: u8,
 }
 
 impl Found {
@@ -238,34 +304,23 @@ impl Found {
             value_len: record.value_len(),
             key: record.key.to_vec(),
             value: Vec::new(),
-            compressed: record.header.is_compressed(),
+            value_flags: record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY),
         };
-        let newest = || {
-            // Lock-free, so it may race with a writer: a record found
-            // newest may be garbage by the time its group is judged (then
-            // one compression was wasted), never the other way round (an
-            // index entry never returns to an older address).
-            matches!(
-                core.index.find(hash, |a| Ok((a == addr).then_some(()))),
-                Ok(Some(()))
-            )
-        };
-        let compressed_now = match core.compression {
-            Compression::Zstd { level } => {
-                !found.compressed
-                    && !core.compaction_is_behind()
-                    && record.is_live(now_ms)
-                    && record.stored_value.len() >= compression::MIN_COMPRESS_BYTES
-                    && newest()
-                    && compression::compress(level, record.stored_value, &mut found.value)
+        let codec = core.log.codec();
+        let compressed_now = (codec.compresses_at().is_some()
+            && !record.header.is_compressed()
+            && !core.compaction_is_behind()
+            && record.is_live(now_ms)
+            && record.stored_value.len() >= MIN_COMPRESS_BYTES
+            && is_newest(core, hash, addr))
+        .then(|| codec.compress(record.stored_value, &mut found.value))
+        .flatten();
+        match compressed_now {
+            Some(flags) => found.value_flags = flags,
+            None => {
+                found.value.clear();
+                found.value.extend_from_slice(record.stored_value);
             }
-            Compression::None => false,
-        };
-        if compressed_now {
-            found.compressed = true;
-        } else {
-            found.value.clear();
-            found.value.extend_from_slice(record.stored_value);
         }
         found
     }
@@ -374,7 +429,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
         .filter_map(|(f, fate)| match fate {
             Fate::Drop => None,
             Fate::Move(_) => Some(Entry {
-                flags: if f.compressed { FLAG_COMPRESSED } else { 0 },
+                flags: f.value_flags,
                 expires_at: f.expires_at,
                 key: &f.key,
                 value: &f.value,
@@ -423,7 +478,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Db, Options};
+    use crate::{Compression, Db, Options};
 
     fn open(dir: &std::path::Path) -> Db {
         let opts = Options::default()

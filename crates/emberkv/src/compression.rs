@@ -7,15 +7,23 @@
 //! whole uncompressed insert; decompressing takes about 0.4 µs).
 //!
 //! A compressed value is stored as its decoded length (4 bytes,
-//! little-endian) and one zstd frame without content size, checksum or
-//! dictionary id (the record's CRC32C covers the stored bytes). Each value
-//! is its own frame, so a read decompresses its own record only. A value
+//! little-endian) and one zstd frame without checksum (the record's CRC32C
+//! covers the stored bytes): without content size or dictionary id, or,
+//! when the store has a dictionary (`dictionary.rs`; record flag 32), with
+//! them, the id naming the dictionary. Each value is its own frame, so a
+//! read decompresses its own record only. A value
 //! that would not shrink by at least a 16th is stored raw: a read of it
 //! costs no decompression and the log never grows by compressing.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
+
+use crate::dictionary::Dictionary;
 use crate::error::{Error, Result};
+use crate::record::{FLAG_COMPRESSED, FLAG_DICTIONARY};
 
 /// How compaction stores the values of the records it copies.
 ///
@@ -38,6 +46,18 @@ pub enum Compression {
     },
 }
 
+impl Compression {
+    /// The level a dictionary is prepared for: the configured one, or 1
+    /// (unused) when the store does not compress but may hold values
+    /// compressed before.
+    pub(crate) fn level(&self) -> i32 {
+        match *self {
+            Compression::Zstd { level } => level,
+            Compression::None => 1,
+        }
+    }
+}
+
 /// Levels accepted by [`Compression::Zstd`].
 pub(crate) const LEVELS: std::ops::RangeInclusive<i32> = -7..=22;
 
@@ -49,53 +69,194 @@ pub(crate) const MIN_COMPRESS_BYTES: usize = 64;
 pub(crate) const LEN_BYTES: usize = 4;
 
 thread_local! {
-    /// This thread's compression context and the level it is set to.
-    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-        const { RefCell::new(None) };
+    /// This thread's compression contexts: for frames without a
+    /// dictionary (with the level it is set to) and with one.
+    static COMPRESSORS: RefCell<Option<Compressors>> = const { RefCell::new(None) };
     /// This thread's decompression context and a buffer for a payload
     /// that must leave the buffer it is decompressed into.
-    static DECOMPRESSOR: RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>)>> =
-        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<(DCtx<'static>, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
-/// Compresses `value` at zstd `level` into `out` (replacing its contents)
-/// as the stored form described in the module docs. Returns `false`, with
-/// `out` unspecified, when the value is shorter than
-/// [`MIN_COMPRESS_BYTES`], would not shrink by a 16th, or a compression
-/// context cannot be had: the value is then stored raw.
-pub(crate) fn compress(level: i32, value: &[u8], out: &mut Vec<u8>) -> bool {
-    if value.len() < MIN_COMPRESS_BYTES || value.len() > u32::MAX as usize {
-        return false;
-    }
-    // The frame must fit in what is left after the length once a 16th is
-    // saved; zstd fails with "destination too small" otherwise.
-    let room = value.len() - value.len() / 16 - LEN_BYTES;
-    COMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.as_ref().is_none_or(|(l, _)| *l != level) {
-            *cell = new_compressor(level).map(|c| (level, c));
+struct Compressors {
+    level: i32,
+    plain: CCtx<'static>,
+    with_dictionary: CCtx<'static>,
+}
+
+impl Compressors {
+    fn new(level: i32) -> Option<Compressors> {
+        let mut plain = CCtx::try_create()?;
+        for p in [
+            CParameter::CompressionLevel(level),
+            CParameter::ChecksumFlag(false),
+            CParameter::ContentSizeFlag(false),
+            CParameter::DictIdFlag(false),
+        ] {
+            plain.set_parameter(p).ok()?;
         }
-        let Some((_, compressor)) = cell.as_mut() else {
-            return false;
-        };
-        out.clear();
-        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        let mut frame = std::io::Cursor::new(&mut *out);
-        frame.set_position(LEN_BYTES as u64);
-        frame.get_mut().reserve_exact(room);
-        // The frame is bounded by the room reserved, not by the capacity
-        // the allocator happened to give.
-        let written = compressor.compress_to_buffer(value, &mut frame);
-        matches!(written, Ok(n) if n <= room)
-    })
+        Some(Compressors {
+            level,
+            plain,
+            with_dictionary: CCtx::try_create()?,
+        })
+    }
 }
 
-fn new_compressor(level: i32) -> Option<zstd::bulk::Compressor<'static>> {
-    let mut c = zstd::bulk::Compressor::new(level).ok()?;
-    c.include_checksum(false).ok()?;
-    c.include_contentsize(false).ok()?;
-    c.include_dictid(false).ok()?;
-    Some(c)
+/// How a store encodes and decodes values: its [`Compression`] and, once
+/// trained (see `dictionary.rs`), its dictionary. Shared by the read paths
+/// and compaction.
+pub(crate) struct Codec {
+    compression: Compression,
+    dictionary: ArcSwapOption<Dictionary>,
+}
+
+impl Codec {
+    /// A codec for `compression`, with the store's dictionary if it has
+    /// one.
+    pub(crate) fn new(compression: Compression, dictionary: Option<Dictionary>) -> Codec {
+        Codec {
+            compression,
+            dictionary: ArcSwapOption::from(dictionary.map(Arc::new)),
+        }
+    }
+
+    /// The zstd level values are compressed at, if they are.
+    pub(crate) fn compresses_at(&self) -> Option<i32> {
+        match self.compression {
+            Compression::Zstd { level } => Some(level),
+            Compression::None => None,
+        }
+    }
+
+    /// Whether the store has a dictionary.
+    pub(crate) fn has_dictionary(&self) -> bool {
+        self.dictionary.load().is_some()
+    }
+
+    /// Starts compressing with `dictionary` (already durable in the store).
+    pub(crate) fn set_dictionary(&self, dictionary: Dictionary) {
+        self.dictionary.store(Some(Arc::new(dictionary)));
+    }
+
+    /// Compresses `value` into `out` (replacing its contents) in the stored
+    /// form described in the module docs, with the store's dictionary when
+    /// it has one. Returns the record flags to store it with
+    /// ([`FLAG_COMPRESSED`], and [`FLAG_DICTIONARY`] with the dictionary),
+    /// or `None`, with `out` unspecified, when the store does not compress,
+    /// the value is shorter than [`MIN_COMPRESS_BYTES`], would not shrink
+    /// by a 16th, or a compression context cannot be had: the value is then
+    /// stored raw.
+    pub(crate) fn compress(&self, value: &[u8], out: &mut Vec<u8>) -> Option<u8> {
+        let level = self.compresses_at()?;
+        if value.len() < MIN_COMPRESS_BYTES || value.len() > u32::MAX as usize {
+            return None;
+        }
+        let dictionary = self.dictionary.load();
+        // The frame must fit in what is left after the length once a 16th
+        // is saved; zstd fails with "destination too small" otherwise.
+        let room = value.len() - value.len() / 16 - LEN_BYTES;
+        COMPRESSORS.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.as_ref().is_none_or(|c| c.level != level) {
+                *cell = Compressors::new(level);
+            }
+            let c = cell.as_mut()?;
+            out.clear();
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            let mut frame = std::io::Cursor::new(&mut *out);
+            frame.set_position(LEN_BYTES as u64);
+            frame.get_mut().reserve_exact(room);
+            // The frame is bounded by the room reserved, not by the
+            // capacity the allocator happened to give.
+            let (written, flags) = match dictionary.as_deref() {
+                Some(d) => (
+                    c.with_dictionary
+                        .compress_using_cdict(&mut frame, value, &d.cdict),
+                    FLAG_COMPRESSED | FLAG_DICTIONARY,
+                ),
+                None => (c.plain.compress2(&mut frame, value), FLAG_COMPRESSED),
+            };
+            matches!(written, Ok(n) if n <= room).then_some(flags)
+        })
+    }
+
+    /// Replaces the contents of `out` with the decoded form of `payload`,
+    /// the stored value of a record with `flags` ([`FLAG_COMPRESSED`], and
+    /// maybe [`FLAG_DICTIONARY`]). Allocates nothing when `out` can hold
+    /// the value (and the thread decompressed before).
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] (at `addr`) when the payload is malformed,
+    /// does not decode to exactly its stated length, or names a dictionary
+    /// the store does not have; an I/O error when no decompression context
+    /// can be had.
+    pub(crate) fn decompress(
+        &self,
+        flags: u8,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        addr: u64,
+    ) -> Result<()> {
+        with_decompressor(|d, _| self.decompress_with(d, flags, payload, out, addr))
+    }
+
+    /// Replaces the contents of `buf` with the decoded form of the stored
+    /// value held at `buf[range]` (see [`Codec::decompress`]).
+    ///
+    /// # Errors
+    /// As [`Codec::decompress`].
+    pub(crate) fn decompress_within(
+        &self,
+        flags: u8,
+        buf: &mut Vec<u8>,
+        range: std::ops::Range<usize>,
+        addr: u64,
+    ) -> Result<()> {
+        with_decompressor(|d, scratch| {
+            scratch.clear();
+            scratch.extend_from_slice(&buf[range]);
+            self.decompress_with(d, flags, scratch, buf, addr)
+        })
+    }
+
+    fn decompress_with(
+        &self,
+        d: &mut DCtx<'static>,
+        flags: u8,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        addr: u64,
+    ) -> Result<()> {
+        let len = decoded_len(payload, addr)?;
+        let frame = &payload[LEN_BYTES..];
+        out.clear();
+        let written = if flags & FLAG_DICTIONARY != 0 {
+            let dictionary = self.dictionary.load();
+            let Some(dictionary) = dictionary.as_deref().filter(|dict| {
+                zstd_safe::get_dict_id_from_frame(frame).map(|id| id.get()) == Some(dict.id)
+            }) else {
+                return Err(Error::corruption(
+                    addr,
+                    "compressed with a dictionary the store does not have",
+                ));
+            };
+            out.reserve(len);
+            d.decompress_using_ddict(out, frame, &dictionary.ddict)
+        } else {
+            out.reserve(len);
+            d.decompress(out, frame)
+        };
+        match written {
+            Ok(n) if n == len => Ok(()),
+            _ => {
+                out.clear();
+                Err(Error::corruption(
+                    addr,
+                    "compressed value does not decode to its length",
+                ))
+            }
+        }
+    }
 }
 
 /// Decoded length of the compressed `payload` (a record's stored value).
@@ -117,72 +278,32 @@ pub(crate) fn decoded_len(payload: &[u8], addr: u64) -> Result<usize> {
     Ok(len)
 }
 
-/// Decompresses the compressed `payload` into `out`, replacing its
-/// contents. Allocates nothing when `out` can hold the value (and the
-/// thread decompressed before).
-///
-/// # Errors
-/// [`Error::Corruption`] (at `addr`) when the payload is malformed or does
-/// not decode to exactly its stated length; an I/O error when no
-/// decompression context can be had.
-pub(crate) fn decompress(payload: &[u8], out: &mut Vec<u8>, addr: u64) -> Result<()> {
-    with_decompressor(|d, _| decompress_with(d, payload, out, addr))
-}
-
-/// Replaces the contents of `buf` with the decompressed form of the
-/// compressed payload held at `buf[range]`.
-///
-/// # Errors
-/// As [`decompress`].
-pub(crate) fn decompress_within(
-    buf: &mut Vec<u8>,
-    range: std::ops::Range<usize>,
-    addr: u64,
-) -> Result<()> {
-    with_decompressor(|d, scratch| {
-        scratch.clear();
-        scratch.extend_from_slice(&buf[range]);
-        decompress_with(d, scratch, buf, addr)
-    })
-}
-
 fn with_decompressor<T>(
-    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>, &mut Vec<u8>) -> Result<T>,
+    f: impl FnOnce(&mut DCtx<'static>, &mut Vec<u8>) -> Result<T>,
 ) -> Result<T> {
     DECOMPRESSOR.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
-            *cell = Some((zstd::bulk::Decompressor::new()?, Vec::new()));
+            let dctx = DCtx::try_create().ok_or_else(|| {
+                Error::Io(std::io::Error::other(
+                    "cannot allocate a zstd decompression context",
+                ))
+            })?;
+            *cell = Some((dctx, Vec::new()));
         }
         let (d, scratch) = cell.as_mut().expect("set above");
         f(d, scratch)
     })
 }
 
-fn decompress_with(
-    d: &mut zstd::bulk::Decompressor<'static>,
-    payload: &[u8],
-    out: &mut Vec<u8>,
-    addr: u64,
-) -> Result<()> {
-    let len = decoded_len(payload, addr)?;
-    out.clear();
-    out.reserve(len);
-    match d.decompress_to_buffer(&payload[LEN_BYTES..], out) {
-        Ok(n) if n == len => Ok(()),
-        _ => {
-            out.clear();
-            Err(Error::corruption(
-                addr,
-                "compressed value does not decode to its length",
-            ))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dictionary::tests::documents;
+
+    fn zstd(level: i32) -> Codec {
+        Codec::new(Compression::Zstd { level }, None)
+    }
 
     fn compressible(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i % 13) as u8).collect()
@@ -203,13 +324,17 @@ mod tests {
     #[test]
     fn roundtrip_at_every_level_kind() {
         for level in [-7, -1, 1, 3, 19] {
+            let codec = zstd(level);
             let value = compressible(5000);
             let mut stored = Vec::new();
-            assert!(compress(level, &value, &mut stored), "level {level}");
+            let flags = codec.compress(&value, &mut stored);
+            assert_eq!(flags, Some(FLAG_COMPRESSED), "level {level}");
             assert!(stored.len() < value.len() / 2);
             assert_eq!(decoded_len(&stored, 0).unwrap(), value.len());
             let mut out = b"old contents".to_vec();
-            decompress(&stored, &mut out, 0).unwrap();
+            codec
+                .decompress(FLAG_COMPRESSED, &stored, &mut out, 0)
+                .unwrap();
             assert_eq!(out, value);
         }
     }
@@ -217,13 +342,15 @@ mod tests {
     #[test]
     fn incompressible_and_short_values_stay_raw() {
         let mut stored = Vec::new();
-        assert!(!compress(1, &noise(4096), &mut stored));
-        assert!(!compress(
-            1,
-            &compressible(MIN_COMPRESS_BYTES - 1),
-            &mut stored
-        ));
-        assert!(!compress(1, b"", &mut stored));
+        let codec = zstd(1);
+        assert_eq!(codec.compress(&noise(4096), &mut stored), None);
+        assert_eq!(
+            codec.compress(&compressible(MIN_COMPRESS_BYTES - 1), &mut stored),
+            None
+        );
+        assert_eq!(codec.compress(b"", &mut stored), None);
+        let none = Codec::new(Compression::None, None);
+        assert_eq!(none.compress(&compressible(5000), &mut stored), None);
     }
 
     #[test]
@@ -232,31 +359,77 @@ mod tests {
         let mut value = noise(1000);
         value.extend_from_slice(&[0; 40]);
         let mut stored = Vec::new();
-        assert!(!compress(1, &value, &mut stored));
+        assert_eq!(zstd(1).compress(&value, &mut stored), None);
     }
 
     #[test]
     fn decompress_within_replaces_the_buffer() {
+        let codec = zstd(1);
         let value = compressible(300);
         let mut stored = Vec::new();
-        assert!(compress(1, &value, &mut stored));
+        let flags = codec.compress(&value, &mut stored).unwrap();
         let mut buf = b"header".to_vec();
         buf.extend_from_slice(&stored);
         buf.extend_from_slice(b"trailer");
         let end = buf.len() - 7;
-        decompress_within(&mut buf, 6..end, 9).unwrap();
+        codec.decompress_within(flags, &mut buf, 6..end, 9).unwrap();
         assert_eq!(buf, value);
     }
 
     #[test]
+    fn a_dictionary_shrinks_small_documents_and_frames_name_it() {
+        let docs = documents(3000);
+        let dictionary = Dictionary::train(&docs, 1).expect("documents train a dictionary");
+        let id = dictionary.id;
+        let plain = zstd(1);
+        let codec = zstd(1);
+        codec.set_dictionary(dictionary);
+        let (mut raw, mut without, mut with) = (0, 0, 0);
+        let (mut a, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+        for doc in &docs {
+            raw += doc.len();
+            without += plain.compress(doc, &mut a).map_or(doc.len(), |_| a.len());
+            let flags = codec.compress(doc, &mut b);
+            assert_eq!(flags, Some(FLAG_COMPRESSED | FLAG_DICTIONARY));
+            with += b.len();
+            codec.decompress(flags.unwrap(), &b, &mut out, 0).unwrap();
+            assert_eq!(&out, doc);
+        }
+        assert!(
+            with * 2 < without,
+            "{raw} bytes: {without} without, {with} with"
+        );
+        // A frame of the dictionary cannot be read without it, nor as a
+        // plain frame, nor with another dictionary.
+        let mut stored = Vec::new();
+        let flags = codec.compress(&docs[0], &mut stored).unwrap();
+        let corrupt = |c: &Codec, flags: u8, out: &mut Vec<u8>| {
+            matches!(
+                c.decompress(flags, &stored, out, 5),
+                Err(Error::Corruption { offset: 5, .. })
+            )
+        };
+        assert!(corrupt(&plain, flags, &mut out));
+        assert!(corrupt(&codec, FLAG_COMPRESSED, &mut out));
+        let other = zstd(1);
+        let mut shuffled = documents(3000);
+        shuffled.reverse();
+        let second = Dictionary::train(&shuffled[..2000], 1).unwrap();
+        assert_ne!(second.id, id);
+        other.set_dictionary(second);
+        assert!(corrupt(&other, flags, &mut out));
+    }
+
+    #[test]
     fn malformed_payloads_are_corruption() {
+        let codec = zstd(1);
         let value = compressible(1000);
         let mut stored = Vec::new();
-        assert!(compress(1, &value, &mut stored));
+        assert!(codec.compress(&value, &mut stored).is_some());
         let mut out = Vec::new();
         let corrupt = |p: &[u8], out: &mut Vec<u8>| {
             matches!(
-                decompress(p, out, 77),
+                codec.decompress(FLAG_COMPRESSED, p, out, 77),
                 Err(Error::Corruption { offset: 77, .. })
             )
         };

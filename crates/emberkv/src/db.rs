@@ -13,7 +13,8 @@ use crate::batch::WriteBatch;
 use crate::cache::ReadCache;
 use crate::checkpoint;
 use crate::compaction::{self, CompactionReport};
-use crate::compression::Compression;
+use crate::compression::Codec;
+use crate::dictionary::Dictionary;
 use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::index::{Index, KeyHasher, ShardWriter, Slot, shard_of};
@@ -102,8 +103,6 @@ pub(crate) struct Core {
     pub(crate) log: Arc<Log>,
     pub(crate) hasher: KeyHasher,
     pub(crate) sync_writes: bool,
-    /// How compaction stores the values it copies.
-    pub(crate) compression: Compression,
     /// The manifest of retired segments, as last stored.
     pub(crate) retired: Mutex<Retired>,
     /// Held for a whole compaction pass: one at a time.
@@ -306,7 +305,7 @@ impl Core {
                     }
                     current = Some(Current::of(addr, r));
                     if let Some(out) = value.as_deref_mut() {
-                        r.value_into(out, addr)?;
+                        r.value_into(self.log.codec(), out, addr)?;
                     }
                     Ok(true)
                 })?
@@ -454,7 +453,8 @@ impl Db {
     /// - [`Error::InvalidPath`] when `path` exists and is not a directory;
     /// - [`Error::InvalidOptions`] for options out of their documented range;
     /// - [`Error::Corruption`] for damage recovery cannot cut off (a sealed
-    ///   segment, a missing segment, the meta file);
+    ///   segment, a missing segment, the meta file, the compression
+    ///   dictionary);
     /// - [`Error::IncompatibleFormat`] for a store of another format version;
     /// - [`Error::Io`] for failed system calls.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -473,6 +473,8 @@ impl Db {
         let hasher = hasher(meta.hash_seed);
         let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
         let retired = manifest::load(dir)?;
+        let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
+        let codec = Arc::new(Codec::new(options.compression, dictionary));
         let restored = match checkpoint::load(dir, meta.store_id) {
             Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
                 let present = storage.list()?;
@@ -516,7 +518,14 @@ impl Db {
                 (index, 0, tail, pads)
             }
         };
-        let log = Arc::new(Log::new(storage, options.hot_bytes, cache, tail, pads));
+        let log = Arc::new(Log::new(
+            storage,
+            options.hot_bytes,
+            cache,
+            codec,
+            tail,
+            pads,
+        ));
         let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
         let core = Arc::new(Core {
             store_id: meta.store_id,
@@ -526,7 +535,6 @@ impl Db {
             log,
             hasher,
             sync_writes: options.sync_writes,
-            compression: options.compression,
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),

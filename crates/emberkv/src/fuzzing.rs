@@ -27,10 +27,11 @@ use std::fs;
 use std::path::Path;
 
 use crate::checksum::crc32c;
+use crate::compression::{Codec, Compression};
 use crate::meta::{META_FILE, Meta};
 use crate::record::{
-    Entry, FLAG_BATCH, FLAG_COMPRESSED, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES, Header, Record,
-    encode_pad,
+    Entry, FLAG_BATCH, FLAG_COMPRESSED, FLAG_DICTIONARY, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES,
+    Header, Record, encode_pad,
 };
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::{Db, Error, Options, Result};
@@ -122,7 +123,7 @@ pub fn record(data: &[u8]) {
 /// Checks that `r`, verified from `bytes`, encodes back to `bytes`.
 fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
     let entry = Entry {
-        flags: r.header.flags & (FLAG_TOMBSTONE | FLAG_BATCH | FLAG_COMPRESSED),
+        flags: r.header.flags & (FLAG_TOMBSTONE | FLAG_BATCH | FLAG_COMPRESSED | FLAG_DICTIONARY),
         expires_at: r.expires_at,
         key: r.key,
         value: r.stored_value,
@@ -134,7 +135,7 @@ fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
     assert_eq!(out, bytes);
     assert_eq!(&bytes[r.value_offset()..], r.stored_value);
     let mut value = Vec::new();
-    match r.value_into(&mut value, 0) {
+    match r.value_into(&Codec::new(Compression::None, None), &mut value, 0) {
         Ok(()) => assert_eq!(value.len(), r.value_len()),
         Err(e) => assert!(r.header.is_compressed() && matches!(e, Error::Corruption { .. })),
     }

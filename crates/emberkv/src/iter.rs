@@ -75,7 +75,7 @@ impl Iterator for Iter<'_> {
                     live(r)
                         .then(|| {
                             let mut value = Vec::new();
-                            r.value_into(&mut value, addr)
+                            r.value_into(self.db.core().log.codec(), &mut value, addr)
                                 .map(|()| (r.key.to_vec(), value))
                         })
                         .transpose()

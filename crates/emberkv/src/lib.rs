@@ -66,6 +66,7 @@ mod clock;
 mod compaction;
 mod compression;
 mod db;
+mod dictionary;
 mod error;
 mod flusher;
 #[doc(hidden)]

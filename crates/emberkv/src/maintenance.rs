@@ -49,8 +49,9 @@ impl Maintenance {
     /// Starts a thread that, at each log milestone and at least every
     /// [`INTERVAL`], compacts the sealed segments with at least
     /// `min_garbage` of garbage (when set; also sealing the active segment
-    /// early, see [`SEAL_AT`]), rewrites one sealed segment with
-    /// compression while writers are quiet (see [`QUIET_BYTES`]), and
+    /// early, see [`SEAL_AT`]), trains a compression dictionary each time
+    /// the store doubled until one is adopted, rewrites one sealed segment
+    /// with compression while writers are quiet (see [`QUIET_BYTES`]), and
     /// writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
     /// retried at the next wake; the foreground `compact`, `sync` and
@@ -91,6 +92,8 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
     // not yet considered for recompression.
     let mut quiet_since = (Instant::now(), core.log.tail());
     let mut recompress_from = 0;
+    // Logical bytes at which training a dictionary is tried (again).
+    let mut train_at = 0;
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -102,6 +105,16 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
             seen = *milestones;
         }
         let mut worked = false;
+        if min_garbage.is_some() && !core.log.codec().has_dictionary() {
+            // Before compaction compresses: with a dictionary from the start.
+            let logical = core.index.totals().logical_bytes;
+            if logical >= train_at {
+                // Tried or not (too few samples yet), not again until the
+                // store doubled.
+                let _ = compaction::train_dictionary(core);
+                train_at = logical.max(1 << 20) * 2;
+            }
+        }
         if let Some(min_garbage) = min_garbage {
             // Keep going while passes find work: under a heavy overwrite
             // load one pass per wake would fall behind.

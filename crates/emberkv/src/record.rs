@@ -5,7 +5,7 @@
 //! | offset   | size | field                                               |
 //! |---------:|-----:|-----------------------------------------------------|
 //! | 0        | 4    | CRC32C of bytes 4..end (for a pad: of bytes 4..16)  |
-//! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch, 16 compressed |
+//! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch, 16 compressed, 32 with the dictionary |
 //! | 5        | 3    | reserved, zero                                      |
 //! | 8        | 4    | key length in bytes                                 |
 //! | 12       | 4    | value length in bytes (for a pad: bytes skipped)    |
@@ -19,6 +19,7 @@
 //! batch; the batch's last record has it clear (see `recovery.rs`).
 
 use crate::checksum::Crc32c;
+use crate::compression::Codec;
 use crate::error::{Error, Result};
 
 /// Size of the fixed record header, in bytes.
@@ -36,14 +37,19 @@ const FLAG_EXPIRY: u8 = 4;
 pub(crate) const FLAG_BATCH: u8 = 8;
 /// Flag: the value is stored compressed (`compression.rs`).
 pub(crate) const FLAG_COMPRESSED: u8 = 16;
-const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH | FLAG_COMPRESSED;
+/// Flag, with [`FLAG_COMPRESSED`] only: compressed with the store's
+/// dictionary (`dictionary.rs`).
+pub(crate) const FLAG_DICTIONARY: u8 = 32;
+const KNOWN_FLAGS: u8 =
+    FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH | FLAG_COMPRESSED | FLAG_DICTIONARY;
 
 const _: () = assert!(HEADER_BYTES == 4 + 1 + 3 + 4 + 4);
 
 /// A record to be written.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry<'a> {
-    /// [`FLAG_TOMBSTONE`], [`FLAG_BATCH`] and/or [`FLAG_COMPRESSED`].
+    /// [`FLAG_TOMBSTONE`], [`FLAG_BATCH`], [`FLAG_COMPRESSED`] and/or
+    /// [`FLAG_DICTIONARY`].
     pub flags: u8,
     /// Unix time in ms after which the key is gone.
     pub expires_at: Option<u64>,
@@ -182,6 +188,7 @@ impl Header {
         if b[5..8] != [0, 0, 0]
             || header.flags & !KNOWN_FLAGS != 0
             || header.flags & (FLAG_COMPRESSED | FLAG_TOMBSTONE) == FLAG_COMPRESSED | FLAG_TOMBSTONE
+            || header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY) == FLAG_DICTIONARY
         {
             return Err(Error::corruption(addr, "unknown record flags"));
         }
@@ -305,14 +312,14 @@ impl<'a> Record<'a> {
     }
 
     /// Replaces the contents of `out` with the value the user wrote,
-    /// decompressing it when it is stored compressed.
+    /// decompressing it with `codec` when it is stored compressed.
     ///
     /// # Errors
     /// [`Error::Corruption`] (at `addr`) when a compressed value does not
     /// decode.
-    pub(crate) fn value_into(&self, out: &mut Vec<u8>, addr: u64) -> Result<()> {
+    pub(crate) fn value_into(&self, codec: &Codec, out: &mut Vec<u8>, addr: u64) -> Result<()> {
         if self.header.is_compressed() {
-            crate::compression::decompress(self.stored_value, out, addr)
+            codec.decompress(self.header.flags, self.stored_value, out, addr)
         } else {
             out.clear();
             out.extend_from_slice(self.stored_value);

@@ -184,6 +184,96 @@ fn values_written_once_get_compressed_while_writers_are_quiet() -> TestResult {
     Ok(())
 }
 
+/// A JSON-like document of about 200 bytes: values a dictionary is for.
+fn document(i: u32) -> Vec<u8> {
+    let mix = |x: u32| x.wrapping_mul(0x9E37_79B9).rotate_left(13) % 100_000;
+    format!(
+        "{{\"id\":{i},\"name\":\"user{}\",\"email\":\"user{}@example.com\",\"country\":\"{}\",\
+         \"plan\":\"{}\",\"active\":{},\"score\":{}}}",
+        mix(i),
+        mix(i + 1),
+        ["DE", "FR", "US", "JP"][(mix(i + 2) % 4) as usize],
+        ["free", "pro", "team"][(mix(i + 3) % 3) as usize],
+        mix(i + 4) % 2 == 0,
+        mix(i + 5) % 1000
+    )
+    .into_bytes()
+}
+
+#[test]
+fn small_documents_get_a_dictionary_that_survives_reopen_and_backup() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), Some(0.33))?;
+    const N: u32 = 40_000;
+    for i in 0..N {
+        db.insert(&i.to_le_bytes(), &document(i))?;
+    }
+    db.sync()?;
+    let before = db.stats()?;
+    // Liveness, not timing: training, then one segment a second.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while db.stats()?.space_amplification > 0.6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = db.stats()?;
+    assert!(
+        dir.path().join("DICTIONARY").exists(),
+        "no dictionary adopted"
+    );
+    assert!(
+        after.space_amplification <= 0.6,
+        "documents not compressed with the dictionary: {before:?} -> {after:?}"
+    );
+    let backup = tempfile::tempdir()?;
+    db.backup(backup.path().join("copy"))?;
+    db.close()?;
+    assert!(emberkv::check(dir.path())?.is_sound());
+    // Full replay, the dictionary read back from its file.
+    std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
+    let db = small(dir.path(), None)?;
+    for i in 0..N {
+        assert_eq!(db.get(&i.to_le_bytes())?, Some(document(i)), "key {i}");
+    }
+    assert_eq!(db.stats()?.logical_bytes, before.logical_bytes);
+    drop(db);
+    let copy = small(&backup.path().join("copy"), None)?;
+    for i in (0..N).step_by(11) {
+        assert_eq!(
+            copy.get(&i.to_le_bytes())?,
+            Some(document(i)),
+            "backup key {i}"
+        );
+    }
+    drop(copy);
+    // Without its dictionary the store opens, and the values that need it
+    // are corruption, never wrong bytes.
+    std::fs::remove_file(dir.path().join("DICTIONARY"))?;
+    let db = small(dir.path(), None)?;
+    let mut unreadable = 0;
+    for i in 0..N {
+        match db.get(&i.to_le_bytes()) {
+            Ok(v) => assert_eq!(v, Some(document(i))),
+            Err(emberkv::Error::Corruption { .. }) => unreadable += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    assert!(
+        unreadable > N / 2,
+        "{unreadable} values needed the dictionary"
+    );
+    drop(db);
+    // A damaged dictionary file fails the open.
+    let file = backup.path().join("copy").join("DICTIONARY");
+    let mut bytes = std::fs::read(&file)?;
+    bytes[100] ^= 1;
+    std::fs::write(&file, bytes)?;
+    assert!(matches!(
+        small(&backup.path().join("copy"), None),
+        Err(emberkv::Error::Corruption { .. })
+    ));
+    Ok(())
+}
+
 #[test]
 fn backup_after_compaction_opens_on_its_own() -> TestResult {
     let dir = tempfile::tempdir()?;

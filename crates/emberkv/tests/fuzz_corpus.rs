@@ -292,6 +292,28 @@ fn write_seeds() -> emberkv::Result<()> {
                 fs::write(corpus_dir("record").join(format!("seed-{i:02}")), record)?;
             }
         }
+        if name == "compacted" {
+            // Compaction stored the 5,000-byte value compressed (flag 16).
+            let mut compressed = 0;
+            for entry in fs::read_dir(dir.path())? {
+                let path = entry?.path();
+                if path.extension().is_none_or(|e| e != "seg") {
+                    continue;
+                }
+                for record in records(&fs::read(&path)?) {
+                    if record.len() > 4 && record[4] & 16 != 0 {
+                        fuzzing::record(&record);
+                        let seed = format!("seed-compressed-{compressed}");
+                        fs::write(corpus_dir("record").join(seed), record)?;
+                        compressed += 1;
+                    }
+                }
+            }
+            assert!(
+                compressed > 0,
+                "no compressed record in the compacted store"
+            );
+        }
     }
     Ok(())
 }

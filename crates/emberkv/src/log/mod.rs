@@ -34,7 +34,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::cache::{Lookup, ReadCache};
-use crate::compression;
+use crate::compression::Codec;
 use crate::error::{Error, Result};
 use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
@@ -112,6 +112,8 @@ pub(crate) struct Log {
     cold_read_guess: AtomicUsize,
     /// Cold records read again (see [`crate::cache`]).
     pub(crate) cache: ReadCache,
+    /// Decodes compressed values (and encodes compaction's copies).
+    codec: Arc<Codec>,
     /// fdatasyncs that made records durable (group commits and background
     /// flushes), since open.
     fdatasyncs: AtomicU64,
@@ -140,6 +142,7 @@ impl Log {
         storage: Segments,
         hot_bytes: usize,
         cache: ReadCache,
+        codec: Arc<Codec>,
         tail: u64,
         pad_bytes: HashMap<u64, u64>,
     ) -> Log {
@@ -196,6 +199,7 @@ impl Log {
             fdatasyncs: AtomicU64::new(0),
             cold_read_guess: AtomicUsize::new(COLD_READ_BYTES),
             cache,
+            codec,
             commit_leader: Mutex::new(false),
             committed: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -207,6 +211,11 @@ impl Log {
     }
 
     /// The segment files.
+    /// Encodes and decodes the store's compressed values.
+    pub(crate) fn codec(&self) -> &Codec {
+        &self.codec
+    }
+
     pub(crate) fn storage(&self) -> &Segments {
         &self.storage
     }
@@ -559,7 +568,7 @@ impl Log {
             let record = unsafe { hot_record(page, addr)? };
             let found = Found::judge(&record, key, now_ms);
             if let Found::Live { .. } = found {
-                record.value_into(out, addr)?;
+                record.value_into(&self.codec, out, addr)?;
             }
             return Ok(found);
         }
@@ -587,7 +596,12 @@ impl Log {
             self.cache.admit(addr, out);
         }
         if header.is_compressed() && matches!(found, Found::Live { .. }) {
-            compression::decompress_within(out, start..start + header.value_len, addr)?;
+            self.codec.decompress_within(
+                header.flags,
+                out,
+                start..start + header.value_len,
+                addr,
+            )?;
         } else {
             out.copy_within(start..start + header.value_len, 0);
             out.truncate(header.value_len);
