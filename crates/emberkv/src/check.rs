@@ -84,7 +84,11 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;
     // Only decoding: the compression setting does not matter.
-    let codec = Codec::new(Compression::None, Dictionary::load(dir, meta.store_id, 1)?);
+    let codec = Codec::new(
+        Compression::None,
+        Dictionary::load(dir, meta.store_id, 1)?,
+        storage.segment_size(),
+    );
     recovery::replay(
         &storage,
         &retired,

@@ -54,6 +54,7 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
     let active = storage.segment_of(core.log.tail());
     let live = core.index.live_by_segment();
     let mut picked = Vec::new();
+    let mut oldest = true;
     for seg in storage.list()?.into_iter().filter(|&s| s < active) {
         if core.retired.lock().contains(seg) {
             continue;
@@ -61,8 +62,19 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
         let len = storage.file_len(seg)?;
         let live = live.get(&seg).copied().unwrap_or(0);
         // Only dead records are reclaimable: the header and the pads come
-        // back with the copies.
-        let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg);
+        // back with the copies, and so do tombstones compaction carried
+        // here, unless the segment is the oldest (then they are dropped).
+        let carried = if oldest {
+            0
+        } else {
+            core.carried_tombstones
+                .lock()
+                .get(&seg)
+                .copied()
+                .unwrap_or(0)
+        };
+        oldest = false;
+        let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg) + carried;
         let dead = len.saturating_sub(overhead + live);
         let garbage = dead as f64 / len.max(1) as f64;
         if dead > 0 && garbage >= min_garbage {
@@ -202,6 +214,13 @@ fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
     for_each_record(core.log.storage(), seg, SAMPLE_BYTES, |addr, record| {
         let len = record.header.total_len() as u64;
         sampled += len;
+        if record.header.is_tombstone() {
+            // Carried again unless the segment is the oldest: not counted
+            // as reclaimable, or an idle store would rewrite its
+            // tombstones forever.
+            kept += len;
+            return Ok(());
+        }
         if !is_newest(core, core.hasher.hash(record.key), addr) {
             return Ok(());
         }
@@ -256,6 +275,7 @@ fn compact_segments(
         deleted += storage.file_len(seg)?;
         core.retire(seg)?;
         core.log.forget_pads(seg);
+        core.carried_tombstones.lock().remove(&seg);
         report.segments += 1;
         core.compactions.fetch_add(1, Ordering::Relaxed);
     }
@@ -470,7 +490,10 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
                 core.forget(writer, &old);
             }
         }
-        written.next();
+        if let Some((entry, at)) = written.next() {
+            let seg = core.log.storage().segment_of(at);
+            *core.carried_tombstones.lock().entry(seg).or_default() += entry.len() as u64;
+        }
     }
     Ok(copied)
 }

@@ -108,15 +108,24 @@ impl Compressors {
 pub(crate) struct Codec {
     compression: Compression,
     dictionary: ArcSwapOption<Dictionary>,
+    /// Longest value the store can hold, in bytes: a stated length above
+    /// it is corruption, found before anything is allocated for it.
+    max_value: usize,
 }
 
 impl Codec {
     /// A codec for `compression`, with the store's dictionary if it has
-    /// one.
-    pub(crate) fn new(compression: Compression, dictionary: Option<Dictionary>) -> Codec {
+    /// one, for a store of `segment_bytes` segments (no value is longer).
+    pub(crate) fn new(
+        compression: Compression,
+        dictionary: Option<Dictionary>,
+        segment_bytes: u64,
+    ) -> Codec {
         Codec {
             compression,
             dictionary: ArcSwapOption::from(dictionary.map(Arc::new)),
+            max_value: crate::MAX_VALUE_BYTES
+                .min(usize::try_from(segment_bytes).unwrap_or(usize::MAX)),
         }
     }
 
@@ -155,12 +164,7 @@ impl Codec {
         // The frame must fit in what is left after the length once a 16th
         // is saved; zstd fails with "destination too small" otherwise.
         let room = value.len() - value.len() / 16 - LEN_BYTES;
-        COMPRESSORS.with(|cell| {
-            let mut cell = cell.borrow_mut();
-            if cell.as_ref().is_none_or(|c| c.level != level) {
-                *cell = Compressors::new(level);
-            }
-            let c = cell.as_mut()?;
+        with_compressors(level, value.len(), |c| {
             out.clear();
             out.extend_from_slice(&(value.len() as u32).to_le_bytes());
             let mut frame = std::io::Cursor::new(&mut *out);
@@ -228,6 +232,12 @@ impl Codec {
         addr: u64,
     ) -> Result<()> {
         let len = decoded_len(payload, addr)?;
+        if len > self.max_value {
+            return Err(Error::corruption(
+                addr,
+                "compressed value longer than a segment",
+            ));
+        }
         let frame = &payload[LEN_BYTES..];
         out.clear();
         let written = if flags & FLAG_DICTIONARY != 0 {
@@ -278,22 +288,78 @@ pub(crate) fn decoded_len(payload: &[u8], addr: u64) -> Result<usize> {
     Ok(len)
 }
 
+/// Values longer than this (1 MiB) are compressed with a context made for
+/// them and dropped after: at high levels a context sized for a large
+/// value holds hundreds of MiB (level 22 for a 64 MiB value: about
+/// 600 MiB), too much to keep for the thread's life.
+const KEEP_CONTEXT_UP_TO: usize = 1 << 20;
+
+/// A decompression scratch buffer that grew past this (1 MiB) is freed
+/// after use rather than kept for the thread's life.
+const KEEP_SCRATCH_UP_TO: usize = 1 << 20;
+
+/// Calls `f` with this thread's compression contexts for `level`, or with
+/// contexts made for the call when the thread's cannot be used (during
+/// thread-local destruction, or for a value longer than
+/// [`KEEP_CONTEXT_UP_TO`]). `None` when no context can be had.
+fn with_compressors<T>(
+    level: i32,
+    len: usize,
+    f: impl FnOnce(&mut Compressors) -> Option<T>,
+) -> Option<T> {
+    if len > KEEP_CONTEXT_UP_TO {
+        return f(&mut Compressors::new(level)?);
+    }
+    let mut f = Some(f);
+    let cached = COMPRESSORS.try_with(|cell| {
+        let mut cell = cell.try_borrow_mut().ok()?;
+        if cell.as_ref().is_none_or(|c| c.level != level) {
+            *cell = Compressors::new(level);
+        }
+        let c = cell.as_mut()?;
+        Some(f.take().expect("called once")(c))
+    });
+    match (cached, f) {
+        (Ok(Some(done)), _) => done,
+        (_, Some(f)) => f(&mut Compressors::new(level)?),
+        (_, None) => None,
+    }
+}
+
+/// Calls `f` with this thread's decompression context and scratch buffer,
+/// or with ones made for the call when the thread's cannot be used (during
+/// thread-local destruction).
 fn with_decompressor<T>(
     f: impl FnOnce(&mut DCtx<'static>, &mut Vec<u8>) -> Result<T>,
 ) -> Result<T> {
-    DECOMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
+    let new_context = || {
+        DCtx::try_create().ok_or_else(|| {
+            Error::Io(std::io::Error::other(
+                "cannot allocate a zstd decompression context",
+            ))
+        })
+    };
+    let mut f = Some(f);
+    let cached = DECOMPRESSOR.try_with(|cell| {
+        let mut cell = cell.try_borrow_mut().ok()?;
         if cell.is_none() {
-            let dctx = DCtx::try_create().ok_or_else(|| {
-                Error::Io(std::io::Error::other(
-                    "cannot allocate a zstd decompression context",
-                ))
-            })?;
-            *cell = Some((dctx, Vec::new()));
+            *cell = Some((new_context().ok()?, Vec::new()));
         }
-        let (d, scratch) = cell.as_mut().expect("set above");
-        f(d, scratch)
-    })
+        let (d, scratch) = cell.as_mut()?;
+        let done = f.take().expect("called once")(d, scratch);
+        if scratch.capacity() > KEEP_SCRATCH_UP_TO {
+            *scratch = Vec::new();
+        }
+        Some(done)
+    });
+    match (cached, f) {
+        (Ok(Some(done)), _) => done,
+        (_, Some(f)) => f(&mut new_context()?, &mut Vec::new()),
+        // `f` is taken only by a call that returns its result.
+        (_, None) => Err(Error::Io(std::io::Error::other(
+            "zstd decompression context lost",
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -302,7 +368,7 @@ mod tests {
     use crate::dictionary::tests::documents;
 
     fn zstd(level: i32) -> Codec {
-        Codec::new(Compression::Zstd { level }, None)
+        Codec::new(Compression::Zstd { level }, None, 1 << 30)
     }
 
     fn compressible(len: usize) -> Vec<u8> {
@@ -349,7 +415,7 @@ mod tests {
             None
         );
         assert_eq!(codec.compress(b"", &mut stored), None);
-        let none = Codec::new(Compression::None, None);
+        let none = Codec::new(Compression::None, None, 1 << 30);
         assert_eq!(none.compress(&compressible(5000), &mut stored), None);
     }
 
@@ -421,6 +487,39 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_keeps_no_large_buffer_or_context_after_a_large_value() {
+        let codec = zstd(1);
+        let value = compressible(4 << 20);
+        let mut stored = Vec::new();
+        let flags = codec.compress(&value, &mut stored).unwrap();
+        assert!(
+            COMPRESSORS.with(|c| c.borrow().is_none()),
+            "a context made for a value over 1 MiB is not kept"
+        );
+        // Make the compressed payload itself larger than the scratch cap.
+        let mut buf = noise(2 << 20);
+        let start = buf.len();
+        buf.extend_from_slice(&stored);
+        let end = buf.len();
+        codec
+            .decompress_within(flags, &mut buf, start..end, 0)
+            .unwrap();
+        assert_eq!(buf, value);
+        let big = noise(3 << 20);
+        let mut stored = (big.len() as u32).to_le_bytes().to_vec();
+        stored.extend_from_slice(&zstd::bulk::compress(&big, 1).unwrap());
+        let mut buf = noise(16);
+        let start = buf.len();
+        buf.extend_from_slice(&stored);
+        let end = buf.len();
+        // Not a frame of this format (it has a content size), but it
+        // decodes: what matters is the scratch copy of 3 MiB.
+        let _ = codec.decompress_within(FLAG_COMPRESSED, &mut buf, start..end, 0);
+        let kept = DECOMPRESSOR.with(|c| c.borrow().as_ref().map(|(_, s)| s.capacity()));
+        assert!(kept.unwrap_or(0) <= KEEP_SCRATCH_UP_TO, "kept {kept:?}");
+    }
+
+    #[test]
     fn malformed_payloads_are_corruption() {
         let codec = zstd(1);
         let value = compressible(1000);
@@ -444,6 +543,17 @@ mod tests {
         huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(corrupt(&huge, &mut out), "length past the value limit");
         assert!(out.capacity() < 1 << 20, "no allocation from a bad length");
+        // A length within the crate's limit but beyond the store's
+        // segments allocates nothing either.
+        let small = Codec::new(Compression::Zstd { level: 1 }, None, 1 << 20);
+        let mut beyond = stored.clone();
+        beyond[..4].copy_from_slice(&((1u32 << 20) + 1).to_le_bytes());
+        let mut fresh = Vec::new();
+        assert!(matches!(
+            small.decompress(FLAG_COMPRESSED, &beyond, &mut fresh, 3),
+            Err(Error::Corruption { offset: 3, .. })
+        ));
+        assert_eq!(fresh.capacity(), 0);
         assert!(corrupt(&stored[..stored.len() - 1], &mut out), "cut frame");
         let mut garbage = stored.clone();
         for b in &mut garbage[4..] {

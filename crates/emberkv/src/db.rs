@@ -1,6 +1,7 @@
 //! [`Db`]: the public face of the store.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -109,6 +110,10 @@ pub(crate) struct Core {
     pub(crate) compaction_lock: Mutex<()>,
     /// Segments compacted since the store was opened.
     pub(crate) compactions: AtomicU64,
+    /// Bytes of the tombstones compaction appended to each segment since
+    /// open: not garbage while the segment is not the oldest (they would
+    /// be carried again), so they do not make it a candidate.
+    pub(crate) carried_tombstones: Mutex<HashMap<u64, u64>>,
     /// Live [`Iter`]s: retired segment files are kept while any is alive,
     /// since an iterator over a table snapshot may still read them.
     pub(crate) iterators: AtomicUsize,
@@ -469,12 +474,16 @@ impl Db {
         options.validate()?;
         let cache = ReadCache::new(options.read_cache_bytes)?;
         let lock = meta::lock(dir)?;
-        let meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
+        let mut meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
         let hasher = hasher(meta.hash_seed);
         let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
         let retired = manifest::load(dir)?;
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
-        let codec = Arc::new(Codec::new(options.compression, dictionary));
+        let codec = Arc::new(Codec::new(
+            options.compression,
+            dictionary,
+            storage.segment_size(),
+        ));
         let restored = match checkpoint::load(dir, meta.store_id) {
             Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
                 let present = storage.list()?;
@@ -518,6 +527,9 @@ impl Db {
                 (index, 0, tail, pads)
             }
         };
+        // Recovered: mark an older store with this format before anything
+        // can write a record an older build would misread.
+        meta::upgrade(dir, &mut meta)?;
         let log = Arc::new(Log::new(
             storage,
             options.hot_bytes,
@@ -538,6 +550,7 @@ impl Db {
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
+            carried_tombstones: Mutex::new(HashMap::new()),
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
             compaction_behind: AtomicBool::new(false),

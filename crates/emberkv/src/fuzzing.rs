@@ -65,6 +65,7 @@ const FIRST_SEGMENT_SHIFT: u8 = 4;
 /// log2 of the segment size of the stores the harness lays out (1 MiB).
 const SEGMENT_BITS: u32 = 20;
 const META: Meta = Meta {
+    version: crate::FORMAT_VERSION,
     segment_bits: SEGMENT_BITS,
     hash_seed: 0x5eed_5eed_5eed_5eed,
     store_id: 0x000f_0220_000f_0220,
@@ -135,7 +136,8 @@ fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
     assert_eq!(out, bytes);
     assert_eq!(&bytes[r.value_offset()..], r.stored_value);
     let mut value = Vec::new();
-    match r.value_into(&Codec::new(Compression::None, None), &mut value, 0) {
+    let codec = Codec::new(Compression::None, None, u64::MAX);
+    match r.value_into(&codec, &mut value, 0) {
         Ok(()) => assert_eq!(value.len(), r.value_len()),
         Err(e) => assert!(r.header.is_compressed() && matches!(e, Error::Corruption { .. })),
     }

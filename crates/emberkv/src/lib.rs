@@ -98,7 +98,15 @@ pub const MAX_KEY_BYTES: usize = 64 << 10;
 /// Largest value, in bytes (64 MiB), with the default 256 MiB segments.
 pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// On-disk format version written to the meta file and segment headers.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 added compressed values (record flags 16 and 32) and the
+/// `DICTIONARY` file; this build reads stores of version 1 too, and
+/// [`Db::open`] marks them version 2 before writing anything, so that a
+/// build that knows only version 1 refuses them
+/// ([`Error::IncompatibleFormat`]) instead of taking a compressed record
+/// for a torn tail.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest on-disk format version this build reads.
+pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Compiles and runs the Rust examples of the repository's README.
 #[cfg(doctest)]

@@ -34,6 +34,9 @@ const META_BYTES: usize = 64;
 /// What the meta file records about a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Meta {
+    /// The format version the file states ([`crate::FORMAT_VERSION`] for
+    /// a store created or opened for writing by this build).
+    pub version: u32,
     pub segment_bits: u32,
     pub hash_seed: u64,
     pub store_id: u64,
@@ -43,7 +46,7 @@ impl Meta {
     pub(crate) fn encode(&self) -> [u8; META_BYTES] {
         let mut b = [0u8; META_BYTES];
         b[0..8].copy_from_slice(META_MAGIC);
-        b[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
         b[16..24].copy_from_slice(&self.hash_seed.to_le_bytes());
         b[24..32].copy_from_slice(&self.store_id.to_le_bytes());
@@ -65,7 +68,7 @@ impl Meta {
         if crate::checksum::crc32c(&b[..60]) != u32_at(60) {
             return bad("checksum mismatch");
         }
-        if u32_at(8) != crate::FORMAT_VERSION {
+        if !(crate::OLDEST_READABLE_VERSION..=crate::FORMAT_VERSION).contains(&u32_at(8)) {
             return Err(Error::IncompatibleFormat {
                 found: u32_at(8),
                 expected: crate::FORMAT_VERSION,
@@ -76,6 +79,7 @@ impl Meta {
             return bad("segment size out of range");
         }
         Ok(Meta {
+            version: u32_at(8),
             segment_bits,
             hash_seed: u64_at(16),
             store_id: u64_at(24),
@@ -134,20 +138,41 @@ pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
             let mut seeds = [0u8; 16];
             getrandom::fill(&mut seeds).map_err(|e| Error::Io(std::io::Error::other(e)))?;
             let meta = Meta {
+                version: crate::FORMAT_VERSION,
                 segment_bits,
                 hash_seed: u64::from_le_bytes(seeds[..8].try_into().expect("8 bytes")),
                 store_id: u64::from_le_bytes(seeds[8..].try_into().expect("8 bytes")),
             };
-            let tmp = dir.join(META_TMP);
-            let mut f = File::create(&tmp)?;
-            f.write_all(&meta.encode())?;
-            f.sync_all()?;
-            fs::rename(&tmp, dir.join(META_FILE))?;
-            crate::storage::sync_dir(dir)?;
+            store(dir, &meta)?;
             Ok(meta)
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Marks a store of an older readable version as [`crate::FORMAT_VERSION`]
+/// before anything is written to it, so that older builds refuse it.
+/// Call with the lock held.
+///
+/// # Errors
+/// I/O errors.
+pub(crate) fn upgrade(dir: &Path, meta: &mut Meta) -> Result<()> {
+    if meta.version < crate::FORMAT_VERSION {
+        meta.version = crate::FORMAT_VERSION;
+        store(dir, meta)?;
+    }
+    Ok(())
+}
+
+/// Writes the meta file durably: temporary name, fsync, rename, directory
+/// fsync.
+fn store(dir: &Path, meta: &Meta) -> Result<()> {
+    let tmp = dir.join(META_TMP);
+    let mut f = File::create(&tmp)?;
+    f.write_all(&meta.encode())?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(META_FILE))?;
+    crate::storage::sync_dir(dir)
 }
 
 #[cfg(test)]
@@ -155,8 +180,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_version_1_store_is_read_and_upgraded_and_version_3_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Meta {
+            version: 1,
+            segment_bits: 24,
+            hash_seed: 3,
+            store_id: 4,
+        };
+        fs::write(dir.path().join(META_FILE), old.encode()).unwrap();
+        let mut meta = load_or_create(dir.path(), 30).unwrap();
+        assert_eq!(meta, old);
+        upgrade(dir.path(), &mut meta).unwrap();
+        let upgraded = load_or_create(dir.path(), 30).unwrap();
+        assert_eq!(upgraded, Meta { version: 2, ..old });
+        let newer = Meta { version: 3, ..old };
+        fs::write(dir.path().join(META_FILE), newer.encode()).unwrap();
+        assert!(matches!(
+            load_or_create(dir.path(), 30),
+            Err(Error::IncompatibleFormat {
+                found: 3,
+                expected: 2
+            })
+        ));
+    }
+
+    #[test]
     fn meta_roundtrip_and_damage() {
         let m = Meta {
+            version: crate::FORMAT_VERSION,
             segment_bits: 30,
             hash_seed: 7,
             store_id: 9,

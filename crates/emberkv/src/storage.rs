@@ -146,7 +146,7 @@ impl Segments {
         }
         let written = (|| {
             file.set_len(0)?;
-            file.write_all_at(&self.header(seg, prev_len), 0)?;
+            file.write_all_at(&self.header(seg, prev_len, crate::FORMAT_VERSION), 0)?;
             file.sync_all()?;
             sync_dir(&self.dir)
         })();
@@ -177,10 +177,10 @@ impl Segments {
         }
     }
 
-    fn header(&self, seg: u64, prev_len: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    fn header(&self, seg: u64, prev_len: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
         let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
         h[0..8].copy_from_slice(SEGMENT_MAGIC);
-        h[8..12].copy_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+        h[8..12].copy_from_slice(&version.to_le_bytes());
         h[12..16].copy_from_slice(&self.segment_bits.to_le_bytes());
         h[16..24].copy_from_slice(&seg.to_le_bytes());
         h[24..32].copy_from_slice(&self.store_id.to_le_bytes());
@@ -202,10 +202,11 @@ impl Segments {
             return Err(Error::corruption(at, "segment header truncated"));
         }
         let prev_len = u64::from_le_bytes(bytes[32..40].try_into().expect("8 bytes"));
-        if bytes[..64] != self.header(seg, prev_len) {
-            let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        let readable = (crate::OLDEST_READABLE_VERSION..=crate::FORMAT_VERSION).contains(&version);
+        if !readable || bytes[..64] != self.header(seg, prev_len, version) {
             let crc_ok = crate::checksum::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
-            if crc_ok && &bytes[..8] == SEGMENT_MAGIC && version != crate::FORMAT_VERSION {
+            if crc_ok && &bytes[..8] == SEGMENT_MAGIC && !readable {
                 return Err(Error::IncompatibleFormat {
                     found: version,
                     expected: crate::FORMAT_VERSION,

@@ -274,6 +274,56 @@ fn small_documents_get_a_dictionary_that_survives_reopen_and_backup() -> TestRes
     Ok(())
 }
 
+/// Incompressible bytes from `seed`.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Regression (found by an attack on the compression change, older than
+/// it): an oldest segment of live data that never gets garbage keeps every
+/// tombstone "needed", and each pass carried them into a segment that
+/// then counted them as garbage again: an idle store compacted about 8
+/// segments a second, forever.
+#[test]
+fn an_idle_store_with_carried_tombstones_stops_compacting() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small(dir.path(), Some(0.33))?;
+    for i in 0..3_000u64 {
+        db.insert(format!("live{i}").as_bytes(), &noise(i, 300))?;
+    }
+    for i in 0..60_000u64 {
+        db.insert(format!("t{i}").as_bytes(), b"v")?;
+    }
+    for i in 0..60_000u64 {
+        db.remove(format!("t{i}").as_bytes())?;
+    }
+    // Liveness, not timing: wait (up to a minute) for a quiet spell of
+    // three seconds in which nothing is appended.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut quiet = false;
+    while !quiet && Instant::now() < deadline {
+        let before = db.stats()?.records_appended;
+        std::thread::sleep(Duration::from_secs(3));
+        quiet = db.stats()?.records_appended == before;
+    }
+    assert!(quiet, "still rewriting: {:?}", db.stats()?);
+    for i in (0..3_000u64).step_by(7) {
+        assert_eq!(db.get(format!("live{i}").as_bytes())?, Some(noise(i, 300)));
+    }
+    for i in (0..60_000u64).step_by(101) {
+        assert_eq!(db.get(format!("t{i}").as_bytes())?, None);
+    }
+    Ok(())
+}
+
 #[test]
 fn backup_after_compaction_opens_on_its_own() -> TestResult {
     let dir = tempfile::tempdir()?;

@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use emberkv::{Db, Error, Options};
+use emberkv::{Db, Error, FORMAT_VERSION, Options};
 use tempfile::TempDir;
 
 /// Options for every open here: a small index, since the tests open stores
@@ -1204,6 +1204,44 @@ fn damaged_newest_segment_header_with_records_is_an_error() {
     }
 }
 
+/// Rewrites the format version of the meta file and of every segment
+/// header in `dir` to `version`, with their checksums.
+fn set_format_version(dir: &Path, version: u32) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.ends_with(".seg") || name == "emberkv.meta") {
+            continue;
+        }
+        let mut h = fs::read(&path).unwrap()[..64].to_vec();
+        h[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32c(&h[..60]);
+        h[60..64].copy_from_slice(&crc.to_le_bytes());
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .write_all_at(&h, 0)
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_version_1_store_opens_and_is_marked_version_2_before_any_write() {
+    let s = MultiStore::new();
+    s.reset(&s.pristine);
+    set_format_version(&s.work, 1);
+    let model = s.open().expect("a version 1 store opens");
+    drop(model);
+    let meta = fs::read(s.work.join("emberkv.meta")).unwrap();
+    assert_eq!(meta[8..12], FORMAT_VERSION.to_le_bytes(), "meta upgraded");
+    // Its old segments keep their version 1 headers and stay readable.
+    let seg0 = fs::read(s.seg_path(0)).unwrap();
+    assert_eq!(seg0[8..12], 1u32.to_le_bytes());
+    assert!(emberkv::check(&s.work).unwrap().is_sound());
+    s.open().expect("reopens");
+}
+
 #[test]
 fn segment_header_of_another_version_is_incompatible() {
     let s = MultiStore::new();
@@ -1211,7 +1249,7 @@ fn segment_header_of_another_version_is_incompatible() {
         s.reset(&s.pristine);
         let path = s.seg_path(seg);
         let mut h = fs::read(&path).unwrap()[..64].to_vec();
-        h[8..12].copy_from_slice(&2u32.to_le_bytes());
+        h[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
         let crc = crc32c(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         OpenOptions::new()
@@ -1224,12 +1262,10 @@ fn segment_header_of_another_version_is_incompatible() {
         assert!(
             matches!(
                 got,
-                Err(Error::IncompatibleFormat {
-                    found: 2,
-                    expected: 1
-                })
+                Err(Error::IncompatibleFormat { found, expected })
+                    if found == FORMAT_VERSION + 1 && expected == FORMAT_VERSION
             ),
-            "segment {seg} of version 2: got {:?}",
+            "segment {seg} of a newer version: got {:?}",
             got.map(|db| db.len())
         );
     }
@@ -1545,19 +1581,17 @@ fn damaged_meta_file_is_an_error() {
     };
     fs::write(
         &meta_path,
-        craft(&|m| m[8..12].copy_from_slice(&2u32.to_le_bytes())),
+        craft(&|m| m[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes())),
     )
     .unwrap();
     let got = Db::open(&work, opts());
     assert!(
         matches!(
             got,
-            Err(Error::IncompatibleFormat {
-                found: 2,
-                expected: 1
-            })
+            Err(Error::IncompatibleFormat { found, expected })
+                if found == FORMAT_VERSION + 1 && expected == FORMAT_VERSION
         ),
-        "meta of version 2: got {:?}",
+        "meta of a newer version: got {:?}",
         got.map(|db| db.len())
     );
     let bits = segment_bits(&pristine);
