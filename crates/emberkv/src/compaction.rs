@@ -48,10 +48,13 @@ pub struct CompactionReport {
 
 /// Sealed segments whose share of dead record bytes (overwritten, removed
 /// or expired records; not pads) is at least `min_garbage` (0.0 ..= 1.0),
-/// most garbage first.
-pub(crate) fn candidates(core: &Core, min_garbage: f64) -> Result<Vec<u64>> {
+/// most garbage first. Only segments wholly below `written` (an address
+/// the files hold everything below, from [`crate::log::Log::write_out`])
+/// count as sealed: compaction reads the file, and a segment the appender
+/// left after the write-out may still have records only in memory.
+pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<Vec<u64>> {
     let storage = core.log.storage();
-    let active = storage.segment_of(core.log.tail());
+    let active = storage.segment_of(written);
     let live = core.index.live_by_segment();
     let mut picked = Vec::new();
     let mut oldest = true;
@@ -94,8 +97,8 @@ pub(crate) fn run(
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     // Make sure every sealed segment is whole in its file before reading it.
-    core.log.write_out()?;
-    let picked = candidates(core, min_garbage)?;
+    let written = core.log.write_out()?;
+    let picked = candidates(core, min_garbage, written)?;
     compact_segments(core, &picked, on_milestone)
 }
 
@@ -123,9 +126,8 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
     }
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
-    core.log.write_out()?;
     let storage = core.log.storage();
-    let active = storage.segment_of(core.log.tail());
+    let active = storage.segment_of(core.log.write_out()?);
     for seg in storage
         .list()?
         .into_iter()
@@ -157,9 +159,8 @@ pub(crate) fn train_dictionary(core: &Core) -> Result<bool> {
         return Ok(false);
     };
     let _one_at_a_time = core.compaction_lock.lock();
-    core.log.write_out()?;
     let storage = core.log.storage();
-    let active = storage.segment_of(core.log.tail());
+    let active = storage.segment_of(core.log.write_out()?);
     let mut samples: Vec<Vec<u8>> = Vec::new();
     let mut total = 0;
     for seg in storage.list()?.into_iter().filter(|&s| s < active) {
