@@ -99,6 +99,10 @@ pub(crate) fn run(
     // Make sure every sealed segment is whole in its file before reading it.
     let written = core.log.write_out()?;
     let picked = candidates(core, min_garbage, written)?;
+    if !picked.is_empty() {
+        // Compaction is about to compress: with a dictionary if one pays.
+        maybe_train_dictionary(core, written)?;
+    }
     compact_segments(core, &picked, on_milestone)
 }
 
@@ -119,7 +123,8 @@ const SAMPLE_BYTES: u64 = 256 << 10;
 ///
 /// Compaction compresses only what it copies, and it copies only segments
 /// with garbage: this is how values written once and never overwritten get
-/// compressed (the maintenance thread calls it while writers are quiet).
+/// compressed (with [`crate::Options::compress_cold_segments`], the
+/// maintenance thread calls it while writers are quiet).
 pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u64)> {
     if core.log.codec().compresses_at().is_none() {
         return Ok((CompactionReport::default(), from));
@@ -127,7 +132,9 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     let storage = core.log.storage();
-    let active = storage.segment_of(core.log.write_out()?);
+    let written = core.log.write_out()?;
+    maybe_train_dictionary(core, written)?;
+    let active = storage.segment_of(written);
     for seg in storage
         .list()?
         .into_iter()
@@ -143,24 +150,44 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
     Ok((CompactionReport::default(), active))
 }
 
-/// Trains a dictionary on live values sampled from the sealed segments
-/// (up to [`dictionary::MAX_SAMPLE_BYTES`] of values between
-/// [`MIN_COMPRESS_BYTES`] and [`dictionary::MAX_SAMPLE_VALUE`] long, from
-/// the first MiB of each segment, oldest first) and, when it measures
-/// better (see [`Dictionary::train`]), stores it durably and compresses
-/// with it from then on. Returns whether there were samples enough to
-/// try.
+/// Trains a dictionary (see [`train_dictionary`]) when the store
+/// compresses, has none, and its logical bytes reached the point set by
+/// the last try (each try, with samples enough or not, doubles it). The
+/// caller holds the compaction lock and wrote the log out to `written`.
+///
+/// # Errors
+/// As [`train_dictionary`].
+fn maybe_train_dictionary(core: &Core, written: u64) -> Result<()> {
+    let codec = core.log.codec();
+    if codec.compresses_at().is_none() || codec.has_dictionary() {
+        return Ok(());
+    }
+    let logical = core.index.totals().logical_bytes;
+    if logical < core.train_dictionary_at.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    core.train_dictionary_at
+        .store(logical.max(1 << 20).saturating_mul(2), Ordering::Relaxed);
+    train_dictionary(core, written).map(|_| ())
+}
+
+/// Trains a dictionary on live values sampled from the segments wholly
+/// below `written` (up to [`dictionary::MAX_SAMPLE_BYTES`] of values
+/// between [`MIN_COMPRESS_BYTES`] and [`dictionary::MAX_SAMPLE_VALUE`]
+/// long, from the first MiB of each segment, oldest first) and, when it
+/// measures better (see [`Dictionary::train`]), stores it durably and
+/// compresses with it from then on. Returns whether there were samples
+/// enough to try. The caller holds the compaction lock.
 ///
 /// # Errors
 /// I/O errors and corruption met reading the segments or storing the
 /// dictionary.
-pub(crate) fn train_dictionary(core: &Core) -> Result<bool> {
+fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
     let Some(level) = core.log.codec().compresses_at() else {
         return Ok(false);
     };
-    let _one_at_a_time = core.compaction_lock.lock();
     let storage = core.log.storage();
-    let active = storage.segment_of(core.log.write_out()?);
+    let active = storage.segment_of(written);
     let mut samples: Vec<Vec<u8>> = Vec::new();
     let mut total = 0;
     for seg in storage.list()?.into_iter().filter(|&s| s < active) {

@@ -114,6 +114,9 @@ pub(crate) struct Core {
     /// open: not garbage while the segment is not the oldest (they would
     /// be carried again), so they do not make it a candidate.
     pub(crate) carried_tombstones: Mutex<HashMap<u64, u64>>,
+    /// Logical bytes at which training a compression dictionary is tried
+    /// (again): each try, with samples enough or not, doubles it.
+    pub(crate) train_dictionary_at: AtomicU64,
     /// Live [`Iter`]s: retired segment files are kept while any is alive,
     /// since an iterator over a table snapshot may still read them.
     pub(crate) iterators: AtomicUsize,
@@ -551,12 +554,17 @@ impl Db {
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
             carried_tombstones: Mutex::new(HashMap::new()),
+            train_dictionary_at: AtomicU64::new(0),
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
             compaction_behind: AtomicBool::new(false),
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
-        let maintenance = Maintenance::spawn(Arc::clone(&core), options.compaction_garbage)?;
+        let maintenance = Maintenance::spawn(
+            Arc::clone(&core),
+            options.compaction_garbage,
+            options.compress_cold_segments,
+        )?;
         Ok(Db {
             core,
             flusher: Mutex::new(Some(flusher)),

@@ -49,20 +49,24 @@ impl Maintenance {
     /// Starts a thread that, at each log milestone and at least every
     /// [`INTERVAL`], compacts the sealed segments with at least
     /// `min_garbage` of garbage (when set; also sealing the active segment
-    /// early, see [`SEAL_AT`]), trains a compression dictionary each time
-    /// the store doubled until one is adopted, rewrites one sealed segment
-    /// with compression while writers are quiet (see [`QUIET_BYTES`]), and
+    /// early, see [`SEAL_AT`]), with `compress_cold` rewrites one sealed
+    /// segment with compression while writers are quiet (see
+    /// [`QUIET_BYTES`]), and
     /// writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
     /// retried at the next wake; the foreground `compact`, `sync` and
     /// `close` report errors.
-    pub(crate) fn spawn(core: Arc<Core>, min_garbage: Option<f64>) -> std::io::Result<Self> {
+    pub(crate) fn spawn(
+        core: Arc<Core>,
+        min_garbage: Option<f64>,
+        compress_cold: bool,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (core, stop) = (Arc::clone(&core), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("emberkv-maintenance".into())
-                .spawn(move || run(&core, &stop, min_garbage))?
+                .spawn(move || run(&core, &stop, min_garbage, compress_cold))?
         };
         Ok(Maintenance {
             stop,
@@ -86,14 +90,12 @@ impl Maintenance {
     }
 }
 
-fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
+fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>, compress_cold: bool) {
     let mut seen = *core.log.milestones.lock();
     // Where writers' quiet began (time and tail), and the first segment
     // not yet considered for recompression.
     let mut quiet_since = (Instant::now(), core.log.tail());
     let mut recompress_from = 0;
-    // Logical bytes at which training a dictionary is tried (again).
-    let mut train_at = 0;
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -105,16 +107,6 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
             seen = *milestones;
         }
         let mut worked = false;
-        if min_garbage.is_some() && !core.log.codec().has_dictionary() {
-            // Before compaction compresses: with a dictionary from the start.
-            let logical = core.index.totals().logical_bytes;
-            if logical >= train_at {
-                // Tried or not (too few samples yet), not again until the
-                // store doubled.
-                let _ = compaction::train_dictionary(core);
-                train_at = logical.max(1 << 20) * 2;
-            }
-        }
         if let Some(min_garbage) = min_garbage {
             // Keep going while passes find work: under a heavy overwrite
             // load one pass per wake would fall behind.
@@ -124,7 +116,7 @@ fn run(core: &Core, stop: &AtomicBool, min_garbage: Option<f64>) {
             let quiet = !worked
                 && quiet_since.0.elapsed() >= INTERVAL / 2
                 && core.log.tail() - quiet_since.1 < QUIET_BYTES;
-            if quiet && !stop.load(Ordering::Acquire) {
+            if compress_cold && quiet && !stop.load(Ordering::Acquire) {
                 if let Ok((_, next)) = compaction::recompress(core, recompress_from) {
                     recompress_from = next;
                 }

@@ -317,9 +317,10 @@ impl<'a> Record<'a> {
     /// # Errors
     /// [`Error::Corruption`] (at `addr`) when a compressed value does not
     /// decode.
+    #[inline]
     pub(crate) fn value_into(&self, codec: &Codec, out: &mut Vec<u8>, addr: u64) -> Result<()> {
         if self.header.is_compressed() {
-            codec.decompress(self.header.flags, self.stored_value, out, addr)
+            self.decompress_into(codec, out, addr)
         } else {
             out.clear();
             out.extend_from_slice(self.stored_value);
@@ -331,6 +332,14 @@ impl<'a> Record<'a> {
     /// not a tombstone and not expired.
     pub(crate) fn is_live(&self, now_ms: u64) -> bool {
         !self.header.is_tombstone() && self.expires_at.is_none_or(|at| at > now_ms)
+    }
+
+    /// The compressed case of [`Record::value_into`], kept out of line so
+    /// that a get of a raw value pays nothing for it.
+    #[cold]
+    #[inline(never)]
+    fn decompress_into(&self, codec: &Codec, out: &mut Vec<u8>, addr: u64) -> Result<()> {
+        codec.decompress(self.header.flags, self.stored_value, out, addr)
     }
 
     /// Offset of the stored value inside the record's bytes.

@@ -18,6 +18,18 @@ fn small(dir: &std::path::Path, background: Option<f64>) -> emberkv::Result<Db> 
     )
 }
 
+/// [`small`] with background compaction that also rewrites cold segments
+/// compressed while writers are quiet.
+fn compressing_cold(dir: &std::path::Path) -> emberkv::Result<Db> {
+    Db::open(
+        dir,
+        Options::default()
+            .segment_bytes(1 << 20)
+            .hot_bytes(4 << 20)
+            .compress_cold_segments(true),
+    )
+}
+
 fn value(key: u32, round: u32) -> Vec<u8> {
     let mut v = format!("{key}:{round}:").into_bytes();
     v.resize(300 + (key % 500) as usize, b'.');
@@ -153,7 +165,7 @@ fn background_compaction_keeps_space_bounded_under_churn() -> TestResult {
 #[test]
 fn values_written_once_get_compressed_while_writers_are_quiet() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let db = small(dir.path(), Some(0.33))?;
+    let db = compressing_cold(dir.path())?;
     // About 4 MiB of compressible values, none overwritten: no garbage, so
     // only the quiet-time recompression can shrink them.
     for k in 0..12_000u32 {
@@ -203,7 +215,7 @@ fn document(i: u32) -> Vec<u8> {
 #[test]
 fn small_documents_get_a_dictionary_that_survives_reopen_and_backup() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let db = small(dir.path(), Some(0.33))?;
+    let db = compressing_cold(dir.path())?;
     const N: u32 = 40_000;
     for i in 0..N {
         db.insert(&i.to_le_bytes(), &document(i))?;
