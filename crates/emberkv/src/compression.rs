@@ -1,8 +1,10 @@
 //! Compression of the values of cold records: zstd (RFC 8878).
 //!
-//! Values are compressed when compaction copies them (see `compaction.rs`):
-//! a record that outlived the segment it was written in is a cold record,
-//! and the writers' path stays free of the cost (zstd level 1 takes 2 to
+//! Values are compressed when compaction copies them (see `compaction.rs`;
+//! with [`crate::Options::compress_cold_segments`], also when cold
+//! segments are rewritten while writers are quiet): a record that outlived
+//! the segment it was written in is a cold record, and the writers' path
+//! stays free of the cost (zstd level 1 takes 2 to
 //! 3 µs per 1 KiB value on this project's machine, about as long as a
 //! whole uncompressed insert; decompressing takes about 0.4 µs).
 //!
