@@ -534,7 +534,8 @@ mod tests {
     fn open(dir: &std::path::Path) -> Db {
         let opts = Options::default()
             .segment_bytes(1 << 20)
-            .compaction_garbage(None);
+            .compaction_garbage(None)
+            .compression(Compression::Zstd { level: 1 });
         Db::open(dir, opts).unwrap()
     }
 
@@ -596,7 +597,8 @@ mod tests {
             .segment_bytes(1 << 20)
             .hot_bytes(4 << 20)
             .read_cache_bytes(0)
-            .compaction_garbage(None);
+            .compaction_garbage(None)
+            .compression(Compression::Zstd { level: 1 });
         let db = Db::open(dir.path(), opts.clone()).unwrap();
         let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for i in 0..300u32 {

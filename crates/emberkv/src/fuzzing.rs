@@ -298,6 +298,9 @@ fn options() -> Options {
         .hot_bytes(4 << 20)
         .segment_bytes(1 << SEGMENT_BITS)
         .compaction_garbage(None)
+        // Compaction's copies are compressed: the harness's reopen and
+        // check then read compressed records.
+        .compression(Compression::Zstd { level: 1 })
 }
 
 /// The errors damaged files may give.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use emberkv::{Db, Options};
+use emberkv::{Compression, Db, Options};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -26,6 +26,7 @@ fn compressing_cold(dir: &std::path::Path) -> emberkv::Result<Db> {
         Options::default()
             .segment_bytes(1 << 20)
             .hot_bytes(4 << 20)
+            .compression(Compression::Zstd { level: 1 })
             .compress_cold_segments(true),
     )
 }

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use emberkv::{Db, Options};
+use emberkv::{Compression, Db, Options};
 
 const CHILD_ENV: &str = "EMBERKV_TLS_CHILD";
 
@@ -17,7 +17,8 @@ fn value(i: u32) -> Vec<u8> {
 fn compressed_store(dir: &std::path::Path) -> Arc<Db> {
     let opts = Options::default()
         .segment_bytes(1 << 20)
-        .compaction_garbage(None);
+        .compaction_garbage(None)
+        .compression(Compression::Zstd { level: 1 });
     let db = Db::open(dir, opts).unwrap();
     for i in 0..100 {
         db.insert(format!("k{i}").as_bytes(), &value(i)).unwrap();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use emberkv::{Db, Options};
+use emberkv::{Compression, Db, Options};
 
 const WRITERS: u64 = 3;
 const KEYS_PER_WRITER: u64 = 150;
@@ -66,6 +66,8 @@ fn options() -> Options {
         .sync_writes(true)
         .segment_bytes(1 << 20)
         .hot_bytes(4 << 20)
+        // The copies are compressed, so kills land mid-compression too.
+        .compression(Compression::Zstd { level: 1 })
 }
 
 fn ack_path(dir: &Path, w: u64) -> PathBuf {

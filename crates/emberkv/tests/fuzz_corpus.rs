@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use emberkv::fuzzing::{self, CHECKSUMS, HEADERS, WITH_CHECKPOINT, WITH_RETIRED};
-use emberkv::{Db, Error, Options, WriteBatch};
+use emberkv::{Compression, Db, Error, Options, WriteBatch};
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -200,6 +200,7 @@ fn options() -> Options {
         .key_capacity(64)
         .hot_bytes(4 << 20)
         .compaction_garbage(None)
+        .compression(Compression::Zstd { level: 1 })
 }
 
 /// Writes a little of everything a record can be: plain, empty key and
