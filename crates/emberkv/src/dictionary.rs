@@ -20,15 +20,14 @@
 //! | 28 | n | the zstd dictionary |
 //! | 28 + n | 4 | CRC32C of bytes 0..28 + n |
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
 use zstd::zstd_safe::{self, CDict, DDict};
 
 use crate::checksum::crc32c;
 use crate::error::{Error, Result};
-use crate::storage::sync_dir;
+use crate::storage::replace_durably;
 
 /// The dictionary file's name.
 pub(crate) const FILE: &str = "DICTIONARY";
@@ -181,12 +180,7 @@ impl Dictionary {
         out.extend_from_slice(&(self.bytes.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.bytes);
         out.extend_from_slice(&crc32c(&out).to_le_bytes());
-        let tmp = dir.join(TMP);
-        let mut f = File::create(&tmp)?;
-        f.write_all(&out)?;
-        f.sync_all()?;
-        fs::rename(&tmp, dir.join(FILE))?;
-        sync_dir(dir)
+        replace_durably(dir, TMP, FILE, &out)
     }
 }
 

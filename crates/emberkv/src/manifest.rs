@@ -17,12 +17,11 @@
 //! | 20+8n  | 4     | CRC32C of everything before it                   |
 
 use std::collections::BTreeSet;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::storage::sync_dir;
+use crate::storage::replace_durably;
 
 const FILE: &str = "RETIRED";
 const TMP: &str = "RETIRED.tmp";
@@ -127,12 +126,7 @@ pub(crate) fn load(dir: &Path) -> Result<Retired> {
 
 /// Replaces the manifest with `retired`, durably.
 pub(crate) fn store(dir: &Path, retired: &Retired) -> Result<()> {
-    let tmp = dir.join(TMP);
-    let mut f = File::create(&tmp)?;
-    f.write_all(&retired.encode())?;
-    f.sync_all()?;
-    fs::rename(&tmp, path(dir))?;
-    sync_dir(dir)
+    replace_durably(dir, TMP, FILE, &retired.encode())
 }
 
 #[cfg(test)]

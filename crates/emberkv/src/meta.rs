@@ -18,7 +18,6 @@
 //! [`Error::Locked`].
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -167,12 +166,7 @@ pub(crate) fn upgrade(dir: &Path, meta: &mut Meta) -> Result<()> {
 /// Writes the meta file durably: temporary name, fsync, rename, directory
 /// fsync.
 fn store(dir: &Path, meta: &Meta) -> Result<()> {
-    let tmp = dir.join(META_TMP);
-    let mut f = File::create(&tmp)?;
-    f.write_all(&meta.encode())?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(META_FILE))?;
-    crate::storage::sync_dir(dir)
+    crate::storage::replace_durably(dir, META_TMP, META_FILE, &meta.encode())
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@
 //! sealed segment cut at a record boundary is detected.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -280,6 +280,22 @@ impl Segments {
         file.sync_all()?;
         Ok(())
     }
+}
+
+/// Replaces file `name` in `dir` with `bytes`, durably and atomically:
+/// written to `tmp` (a name in the same directory), fsynced, renamed over
+/// `name`, and the directory fsynced. A crash leaves the old file or the
+/// new one, never a mix.
+///
+/// # Errors
+/// I/O errors.
+pub(crate) fn replace_durably(dir: &Path, tmp: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = dir.join(tmp);
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)
 }
 
 /// fsyncs a directory, making the creation or renaming of its entries
