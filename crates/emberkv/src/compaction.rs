@@ -529,13 +529,19 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compression::tests::noise;
     use crate::{Compression, Db, Options};
 
     fn open(dir: &std::path::Path) -> Db {
+        open_with(dir, Compression::Zstd { level: 1 })
+    }
+
+    /// 1 MiB segments, no background compaction.
+    fn open_with(dir: &std::path::Path, compression: Compression) -> Db {
         let opts = Options::default()
             .segment_bytes(1 << 20)
             .compaction_garbage(None)
-            .compression(Compression::Zstd { level: 1 });
+            .compression(compression);
         Db::open(dir, opts).unwrap()
     }
 
@@ -578,18 +584,6 @@ mod tests {
             .expect("key present")
     }
 
-    fn noise(seed: u32, len: usize) -> Vec<u8> {
-        let mut x = u64::from(seed) | 1 << 40;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
     #[test]
     fn compaction_compresses_the_values_it_copies_and_every_read_decodes_them() {
         let dir = tempfile::tempdir().unwrap();
@@ -604,7 +598,7 @@ mod tests {
         for i in 0..300u32 {
             let value = match i % 3 {
                 0 => format!("value {i} of a key; ").repeat(60).into_bytes(),
-                1 => noise(i, 1000),
+                1 => noise(i.into(), 1000),
                 _ => format!("tiny{i}").into_bytes(),
             };
             want.push((format!("key{i}").into_bytes(), value));
@@ -674,7 +668,7 @@ mod tests {
         }
         let mut j = 0u32;
         while segment_of_tail(&db) < 2 {
-            db.insert(format!("noise{j}").as_bytes(), &noise(j, 900))
+            db.insert(format!("noise{j}").as_bytes(), &noise(j.into(), 900))
                 .unwrap();
             j += 1;
         }
@@ -702,7 +696,7 @@ mod tests {
         for k in 0..j {
             let key = format!("noise{k}");
             assert!(!stored_compressed(&db, key.as_bytes()));
-            assert_eq!(db.get(key.as_bytes()).unwrap(), Some(noise(k, 900)));
+            assert_eq!(db.get(key.as_bytes()).unwrap(), Some(noise(k.into(), 900)));
         }
         // Once sealed, the compressed copies are not worth rewriting again.
         db.core().log.seal_segment().unwrap();
@@ -713,11 +707,7 @@ mod tests {
     #[test]
     fn recompress_does_nothing_without_compression() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None)
-            .compression(Compression::None);
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = open_with(dir.path(), Compression::None);
         fill_to(&db, 2);
         let (report, next) = recompress(db.core(), 0).unwrap();
         assert_eq!((report.segments, next), (0, 0));
@@ -726,11 +716,7 @@ mod tests {
     #[test]
     fn without_compression_copies_stay_raw() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None)
-            .compression(Compression::None);
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = open_with(dir.path(), Compression::None);
         let value = b"compressible ".repeat(100);
         db.insert(b"k", &value).unwrap();
         fill_to(&db, 1);

@@ -365,7 +365,7 @@ fn with_decompressor<T>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dictionary::tests::documents;
 
@@ -377,8 +377,9 @@ mod tests {
         (0..len).map(|i| (i % 13) as u8).collect()
     }
 
-    fn noise(len: usize) -> Vec<u8> {
-        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+    /// `len` bytes of xorshift output from `seed`: incompressible.
+    pub(crate) fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = (0x9E37_79B9_7F4A_7C15_u64 ^ seed) | 1;
         (0..len)
             .map(|_| {
                 x ^= x << 13;
@@ -411,7 +412,7 @@ mod tests {
     fn incompressible_and_short_values_stay_raw() {
         let mut stored = Vec::new();
         let codec = zstd(1);
-        assert_eq!(codec.compress(&noise(4096), &mut stored), None);
+        assert_eq!(codec.compress(&noise(0, 4096), &mut stored), None);
         assert_eq!(
             codec.compress(&compressible(MIN_COMPRESS_BYTES - 1), &mut stored),
             None
@@ -424,7 +425,7 @@ mod tests {
     #[test]
     fn a_saving_below_a_sixteenth_stays_raw() {
         // 1000 random bytes then 40 zeros: at best about 4 % smaller.
-        let mut value = noise(1000);
+        let mut value = noise(0, 1000);
         value.extend_from_slice(&[0; 40]);
         let mut stored = Vec::new();
         assert_eq!(zstd(1).compress(&value, &mut stored), None);
@@ -499,7 +500,7 @@ mod tests {
             "a context made for a value over 1 MiB is not kept"
         );
         // Make the compressed payload itself larger than the scratch cap.
-        let mut buf = noise(2 << 20);
+        let mut buf = noise(0, 2 << 20);
         let start = buf.len();
         buf.extend_from_slice(&stored);
         let end = buf.len();
@@ -507,10 +508,10 @@ mod tests {
             .decompress_within(flags, &mut buf, start..end, 0)
             .unwrap();
         assert_eq!(buf, value);
-        let big = noise(3 << 20);
+        let big = noise(0, 3 << 20);
         let mut stored = (big.len() as u32).to_le_bytes().to_vec();
         stored.extend_from_slice(&zstd::bulk::compress(&big, 1).unwrap());
-        let mut buf = noise(16);
+        let mut buf = noise(0, 16);
         let start = buf.len();
         buf.extend_from_slice(&stored);
         let end = buf.len();

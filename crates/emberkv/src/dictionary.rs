@@ -187,6 +187,7 @@ impl Dictionary {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::compression::tests::noise;
 
     /// JSON-like documents of about 200 bytes: the values a dictionary is
     /// for.
@@ -212,19 +213,7 @@ pub(crate) mod tests {
     #[test]
     fn small_documents_get_a_dictionary_and_noise_does_not() {
         assert!(Dictionary::train(&documents(2000), 1).is_some());
-        let mut x = 7u64;
-        let noise: Vec<Vec<u8>> = (0..2000)
-            .map(|_| {
-                (0..200)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect()
-            })
-            .collect();
+        let noise: Vec<Vec<u8>> = (0..2000).map(|i| noise(i, 200)).collect();
         assert!(Dictionary::train(&noise, 1).is_none());
         assert!(Dictionary::train(&documents(100), 1).is_none(), "too few");
     }

@@ -1204,25 +1204,31 @@ fn damaged_newest_segment_header_with_records_is_an_error() {
     }
 }
 
+/// Rewrites the format version in the 64-byte header of the file at
+/// `path` (a segment or the meta file: both keep it at 8..12 and a CRC32C
+/// of 0..60 at 60..64), with its checksum.
+fn set_header_version(path: &Path, version: u32) {
+    let mut h = fs::read(path).unwrap()[..64].to_vec();
+    h[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c(&h[..60]);
+    h[60..64].copy_from_slice(&crc.to_le_bytes());
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&h, 0)
+        .unwrap();
+}
+
 /// Rewrites the format version of the meta file and of every segment
 /// header in `dir` to `version`, with their checksums.
 fn set_format_version(dir: &Path, version: u32) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !(name.ends_with(".seg") || name == "emberkv.meta") {
-            continue;
+        if name.ends_with(".seg") || name == "emberkv.meta" {
+            set_header_version(&path, version);
         }
-        let mut h = fs::read(&path).unwrap()[..64].to_vec();
-        h[8..12].copy_from_slice(&version.to_le_bytes());
-        let crc = crc32c(&h[..60]);
-        h[60..64].copy_from_slice(&crc.to_le_bytes());
-        OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .write_all_at(&h, 0)
-            .unwrap();
     }
 }
 
@@ -1247,17 +1253,7 @@ fn segment_header_of_another_version_is_incompatible() {
     let s = MultiStore::new();
     for seg in [0, s.newest()] {
         s.reset(&s.pristine);
-        let path = s.seg_path(seg);
-        let mut h = fs::read(&path).unwrap()[..64].to_vec();
-        h[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
-        let crc = crc32c(&h[..60]);
-        h[60..64].copy_from_slice(&crc.to_le_bytes());
-        OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .write_all_at(&h, 0)
-            .unwrap();
+        set_header_version(&s.seg_path(seg), FORMAT_VERSION + 1);
         let got = s.open();
         assert!(
             matches!(
