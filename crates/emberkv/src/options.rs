@@ -71,7 +71,7 @@ pub struct Options {
     /// Default `Compression::None`: compressing costs the CPU that reads
     /// and writes need (measured: `overwrite` about 15% slower against
     /// fjall; emberkv-server pinned to one CPU served pipelined GETs after
-    /// a SET run 37% slower, 0.57x redis-server against 1.15x without),
+    /// a SET run 36% slower, 0.57x redis-server against 1.15x without),
     /// for disk space (space amplification after overwrites settling at
     /// 0.9 instead of 1.2). Choose `Compression::Zstd { level: 1 }` when
     /// disk space matters more than CPU.
@@ -82,9 +82,10 @@ pub struct Options {
     /// quarter: values written once and never overwritten get compressed
     /// too (compaction compresses only what it copies). Off by default:
     /// reads of the rewritten records decompress and the rewriting takes
-    /// CPU from readers (in the benchmark harness, resident `readrandom`
-    /// and `ycsb-c` ran 18% and 27% slower against LMDB while it ran on
-    /// a freshly loaded store). Worth it when the data is many times the
+    /// CPU from readers (in the benchmark harness, on a freshly loaded
+    /// store, resident `readrandom` went from 1.31x to 1.12x LMDB and
+    /// `ycsb-c` from 1.40x to 1.04x, medians of 5 to 7 runs; see
+    /// `docs/PERFORMANCE.md`). Worth it when the data is many times the
     /// memory and disk space matters more than read CPU.
     pub compress_cold_segments: bool,
 }
