@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: unit, integration, crash (real SIGKILL),
-# corruption, property and doc tests. Builds go to a cache folder outside
-# the checkout so that reruns on the same machine reuse them.
+# corruption, property and doc tests, then the shuttle schedules and Miri.
+# Builds go to a cache folder outside the checkout so that reruns reuse them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
@@ -22,3 +22,8 @@ if ! python3 -c 'import redis' >/dev/null 2>&1; then
 fi
 
 cargo test --workspace
+
+# Concurrency schedules (shuttle) and undefined-behaviour checks (Miri) of
+# the engine's lock-free and unsafe code; each builds in its own folder.
+bash scripts/shuttle.sh
+bash scripts/miri.sh

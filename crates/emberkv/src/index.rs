@@ -37,12 +37,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use arc_swap::ArcSwap;
-use parking_lot::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{ArcSwap, Mutex, MutexGuard};
 
 /// Hashes keys for the index: XXH3-64 (Collet, xxHash) keyed with the
 /// store's random seed from its meta file, so that keys crafted by a client
@@ -985,5 +983,190 @@ mod tests {
             grown <= 12.0,
             "grown from 100,000: {grown:.2} bytes per key"
         );
+    }
+}
+
+/// The insert / overwrite / remove / grow protocol under shuttle's
+/// schedulers (`bash scripts/shuttle.sh`; see `crate::sync`).
+#[cfg(all(test, shuttle))]
+mod shuttle_tests {
+    use super::*;
+    use crate::sync::shuttle_iterations;
+    use shuttle::thread;
+
+    /// Keys of the test; all in shard 0, whose 16-slot table grows twice.
+    const KEYS: u64 = 24;
+    const VERSIONS: u64 = 4;
+    /// Keys 0..4 are overwritten, removed and inserted again; 4..8 stay as
+    /// they were; 8..24 are inserted while the others run, growing the
+    /// table under the readers.
+    const CHURNED: std::ops::Range<u64> = 0..4;
+    const STABLE: std::ops::Range<u64> = 4..8;
+    const ADDED: std::ops::Range<u64> = 8..KEYS;
+
+    /// The log address of version `v` of key `k`: every record the test
+    /// may write is known up front, so the "log" needs no synchronisation.
+    fn addr(k: u64, v: u64) -> u64 {
+        64 + (k * VERSIONS + v) * 8
+    }
+
+    fn key_of(addr: u64) -> u64 {
+        (addr - 64) / 8 / VERSIONS
+    }
+
+    fn version_of(addr: u64) -> u64 {
+        (addr - 64) / 8 % VERSIONS
+    }
+
+    /// Shard 0; three tags and five home slots shared between the keys,
+    /// so that probes pass colliding entries and long runs of slots.
+    fn hash(k: u64) -> u64 {
+        ((k % 3) << 32) | ((k % 5) * (u64::from(u32::MAX) / 5))
+    }
+
+    fn put(index: &Index, k: u64, v: u64) {
+        let mut w = index.writer(0);
+        let slot = w
+            .slot(hash(k), |a| Ok(key_of(a) == k), |a| Ok(hash(key_of(a))))
+            .expect("no I/O");
+        w.set(hash(k), slot, addr(k, v));
+    }
+
+    fn remove(index: &Index, k: u64) {
+        let mut w = index.writer(0);
+        let slot = w
+            .slot(hash(k), |a| Ok(key_of(a) == k), |a| Ok(hash(key_of(a))))
+            .expect("no I/O");
+        w.clear(slot);
+    }
+
+    fn find(index: &Index, k: u64) -> Option<u64> {
+        index
+            .find(hash(k), |a| Ok((key_of(a) == k).then_some(a)))
+            .expect("no I/O")
+            .map(version_of)
+    }
+
+    /// The states key `k` goes through: `states[i]` holds after its owner
+    /// finished `i` operations on it.
+    fn states(k: u64) -> Vec<Option<u64>> {
+        if CHURNED.contains(&k) {
+            vec![Some(0), Some(1), None, Some(2), Some(3)]
+        } else if STABLE.contains(&k) {
+            vec![Some(0)]
+        } else {
+            vec![None, Some(0)]
+        }
+    }
+
+    /// Operations finished per key, bumped by the key's one writer after
+    /// each operation returns.
+    struct Progress(Vec<AtomicUsize>);
+
+    impl Progress {
+        fn done(&self, k: u64) -> usize {
+            self.0[k as usize].load(Ordering::SeqCst)
+        }
+
+        fn finish(&self, k: u64) {
+            self.0[k as usize].fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// One schedule: two writers (one churning keys 0..4, one adding keys
+    /// 8..24 so that the table grows) and two readers checking every
+    /// answer against the keys' histories: a read must return a state the
+    /// key held at some moment between its start and its end, and never
+    /// one older than the reader saw before (per-key linearizability of a
+    /// register with one writer).
+    fn schedule() {
+        let index = Arc::new(Index::with_capacity(0));
+        for k in CHURNED.chain(STABLE) {
+            put(&index, k, 0);
+        }
+        let progress = Arc::new(Progress((0..KEYS).map(|_| AtomicUsize::new(0)).collect()));
+        let churner = {
+            let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+            thread::spawn(move || {
+                for k in CHURNED {
+                    put(&index, k, 1);
+                    progress.finish(k);
+                    remove(&index, k);
+                    progress.finish(k);
+                    put(&index, k, 2);
+                    progress.finish(k);
+                    put(&index, k, 3);
+                    progress.finish(k);
+                }
+            })
+        };
+        let adder = {
+            let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+            thread::spawn(move || {
+                for k in ADDED {
+                    put(&index, k, 0);
+                    progress.finish(k);
+                }
+            })
+        };
+        let readers: Vec<_> = (0..2u64)
+            .map(|r| {
+                let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+                thread::spawn(move || {
+                    let mut seen = vec![0usize; KEYS as usize];
+                    for round in 0..3 {
+                        for i in 0..KEYS {
+                            // The readers walk the keys in different orders.
+                            let k = (i * (2 * r + 1) + round) % KEYS;
+                            let states = states(k);
+                            let before = progress.done(k);
+                            let got = find(&index, k);
+                            let after = (progress.done(k) + 1).min(states.len() - 1);
+                            let from = before.max(seen[k as usize]);
+                            let at = (from..=after).find(|&q| states[q] == got);
+                            let at = at.unwrap_or_else(|| {
+                                panic!(
+                                    "key {k}: read {got:?}, but between its start and end \
+                                     the key went through {:?} (states {states:?})",
+                                    &states[from.min(after)..=after]
+                                )
+                            });
+                            seen[k as usize] = at;
+                        }
+                    }
+                })
+            })
+            .collect();
+        churner.join().unwrap();
+        adder.join().unwrap();
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        let mut expected = 0;
+        for k in 0..KEYS {
+            let last = *states(k).last().unwrap();
+            assert_eq!(find(&index, k), last, "key {k} after every writer finished");
+            expected += usize::from(last.is_some());
+        }
+        assert_eq!(index.len(), expected);
+        let w = index.writer(0);
+        let mut keys: Vec<u64> = w.occupied().iter().map(|&(_, a)| key_of(a)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), expected, "a key occupies two slots");
+        assert!(w.table.slots.len() > MIN_SLOTS, "the table grew");
+    }
+
+    /// A schedule takes about a millisecond.
+    const ITERATIONS: usize = 5000;
+
+    #[test]
+    fn shuttle_random_schedules_of_writers_growth_and_readers() {
+        shuttle::check_random(schedule, shuttle_iterations(ITERATIONS));
+    }
+
+    #[test]
+    fn shuttle_pct_schedules_of_writers_growth_and_readers() {
+        shuttle::check_pct(schedule, shuttle_iterations(ITERATIONS), 3);
     }
 }

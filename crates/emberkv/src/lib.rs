@@ -82,6 +82,7 @@ mod record;
 mod recovery;
 mod stats;
 mod storage;
+mod sync;
 
 pub use batch::WriteBatch;
 pub use check::{CheckReport, check};

@@ -28,10 +28,6 @@ mod page;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-
-use arc_swap::ArcSwap;
-use parking_lot::{Condvar, Mutex};
 
 use crate::cache::{Lookup, ReadCache};
 use crate::compression::Codec;
@@ -39,6 +35,8 @@ use crate::error::{Error, Result};
 use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{ArcSwap, Condvar, Mutex};
 pub(crate) use page::Page;
 
 /// log2 of the page size.
@@ -745,5 +743,174 @@ mod tests {
         assert!(span_fits(5 << 48, (5 << 48) + MAX_LOG_SPAN));
         assert!(!span_fits(5 << 48, (6 << 48) - 1));
         assert!(span_fits(u64::MAX - 10, u64::MAX));
+    }
+}
+
+/// The hand-off between appenders, the flusher, group commit, eviction and
+/// readers, under shuttle's schedulers (`bash scripts/shuttle.sh`; see
+/// `crate::sync`).
+#[cfg(all(test, shuttle))]
+mod shuttle_tests {
+    use super::*;
+    use crate::compression::Compression;
+    use crate::sync::shuttle_iterations;
+    use shuttle::thread;
+
+    /// Five records per 1 MiB page, and a page per 1 MiB segment: the 16
+    /// records fill four pages and segments, in a hot tier of two pages.
+    const VALUE_BYTES: usize = 200 << 10;
+    const PER_WRITER: u64 = 8;
+    const SEGMENT_BITS: u32 = 20;
+
+    fn key(writer: u64, n: u64) -> [u8; 2] {
+        [writer as u8, n as u8]
+    }
+
+    fn value(writer: u64, n: u64) -> Vec<u8> {
+        let mut v = vec![(writer * 16 + n) as u8; VALUE_BYTES];
+        v[..2].copy_from_slice(&key(writer, n));
+        v
+    }
+
+    /// Reads the record at `addr` through the log (resident page, read
+    /// cache or file, whichever holds it then) and checks it is `writer`'s
+    /// record `n`.
+    fn check_read(log: &Log, addr: u64, writer: u64, n: u64) {
+        let mut out = Vec::new();
+        let found = log
+            .read_value(addr, &key(writer, n), &mut out, || 0)
+            .unwrap_or_else(|e| panic!("record {writer}/{n} at {addr}: {e}"));
+        assert_eq!(
+            found,
+            Found::Live { expires_at: None },
+            "record {writer}/{n}"
+        );
+        assert!(
+            out == value(writer, n),
+            "record {writer}/{n} at {addr}: wrong value"
+        );
+    }
+
+    /// One schedule: a default-mode writer and a `sync_writes` writer
+    /// append records that fill pages and segments, with a hot tier of two
+    /// pages so that pages are evicted as soon as they are flushed; the
+    /// flusher writes sealed pages and syncs; a reader reads every
+    /// published record, the oldest ones after their pages left memory.
+    /// Then every record must be durable and read back from the files.
+    fn schedule() {
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let log = Arc::new(Log::new(
+            Segments::new(dir.path(), SEGMENT_BITS, 1),
+            2 * PAGE_BYTES,
+            ReadCache::new(1 << 20).unwrap(),
+            Arc::new(Codec::new(Compression::None, None, 1 << SEGMENT_BITS)),
+            0,
+            HashMap::new(),
+        ));
+        // What an index would hold: (address, writer, n) of each record
+        // whose append returned.
+        let published = Arc::new(Mutex::new(Vec::new()));
+        let writing = Arc::new(AtomicUsize::new(2));
+        let writers: Vec<_> = (0..2u64)
+            .map(|writer| {
+                let (log, published, writing) = (
+                    Arc::clone(&log),
+                    Arc::clone(&published),
+                    Arc::clone(&writing),
+                );
+                thread::spawn(move || {
+                    for n in 0..PER_WRITER {
+                        let (k, v) = (key(writer, n), value(writer, n));
+                        let entry = Entry {
+                            flags: 0,
+                            expires_at: None,
+                            key: &k,
+                            value: &v,
+                        };
+                        let addr = log.append(&entry).unwrap();
+                        if writer == 1 {
+                            let end = addr + entry.len() as u64;
+                            log.make_durable(end).unwrap();
+                            assert!(log.durable() >= end, "group commit returned early");
+                        }
+                        published.lock().push((addr, writer, n));
+                    }
+                    writing.fetch_sub(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let flusher = {
+            let (log, writing) = (Arc::clone(&log), Arc::clone(&writing));
+            thread::spawn(move || {
+                let mut round = 0u64;
+                while writing.load(Ordering::SeqCst) > 0 {
+                    log.write_sealed().unwrap();
+                    if round % 3 == 2 {
+                        log.sync_all().unwrap();
+                    }
+                    round += 1;
+                    thread::yield_now();
+                }
+            })
+        };
+        let reader = {
+            let (log, published, writing) = (
+                Arc::clone(&log),
+                Arc::clone(&published),
+                Arc::clone(&writing),
+            );
+            thread::spawn(move || {
+                // Each pass reads the oldest record (cold once its page is
+                // evicted) and the newest (resident); the last pass, after
+                // the writers finished, reads them all.
+                loop {
+                    let done = writing.load(Ordering::SeqCst) == 0;
+                    let records = published.lock().clone();
+                    let passes: Vec<_> = if done {
+                        records.iter().collect()
+                    } else {
+                        records.first().into_iter().chain(records.last()).collect()
+                    };
+                    for &(addr, writer, n) in passes {
+                        check_read(&log, addr, writer, n);
+                    }
+                    if done {
+                        break;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        flusher.join().unwrap();
+        reader.join().unwrap();
+        log.sync_all().unwrap();
+        assert_eq!(log.durable(), log.tail());
+        let records = published.lock().clone();
+        assert_eq!(records.len() as u64, 2 * PER_WRITER);
+        let mut buf = Vec::new();
+        for &(addr, writer, n) in &records {
+            let header = read_cold(&log.storage, addr, &mut buf).unwrap();
+            let record = Record::verify(header, &buf, addr).unwrap();
+            assert_eq!(record.key, key(writer, n));
+            assert!(record.stored_value == value(writer, n));
+        }
+    }
+
+    /// A schedule takes about 30 ms (files, checksums of 3 MiB).
+    const ITERATIONS: usize = 300;
+
+    #[test]
+    fn shuttle_random_schedules_of_appends_flushes_evictions_and_reads() {
+        shuttle::check_random(schedule, shuttle_iterations(ITERATIONS));
+    }
+
+    #[test]
+    fn shuttle_pct_schedules_of_appends_flushes_evictions_and_reads() {
+        shuttle::check_pct(schedule, shuttle_iterations(ITERATIONS), 3);
     }
 }

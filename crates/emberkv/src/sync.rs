@@ -1,0 +1,137 @@
+//! The synchronisation primitives of the index, the log and the flusher,
+//! named in one place so that the concurrency tests can swap them.
+//!
+//! A normal build re-exports `parking_lot`'s mutex and condition variable,
+//! `arc_swap`'s `ArcSwap` and the standard atomics. Built with
+//! `--cfg shuttle` (`scripts/shuttle.sh`), the same names are
+//! [shuttle](https://github.com/awslabs/shuttle)'s instrumented versions:
+//! every lock, wait and atomic access becomes a point where shuttle's
+//! scheduler may switch threads, and its tests (`index::shuttle_tests`,
+//! `log::shuttle_tests`) run the real protocols under thousands of
+//! randomly chosen (PCT, "A Randomized Scheduler with Probabilistic
+//! Guarantees of Finding Bugs", Burckhardt et al., ASPLOS 2010)
+//! interleavings. Shuttle explores interleavings of sequentially
+//! consistent operations; it does not model weaker memory orderings.
+
+#[cfg(not(shuttle))]
+pub(crate) use arc_swap::ArcSwap;
+#[cfg(not(shuttle))]
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+#[cfg(shuttle)]
+pub(crate) use shuttled::{ArcSwap, Condvar, Mutex, MutexGuard};
+
+/// Atomic integers and flags.
+pub(crate) mod atomic {
+    #[cfg(shuttle)]
+    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::Ordering;
+    #[cfg(not(shuttle))]
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+}
+
+/// Schedules a shuttle test explores per scheduler:
+/// `EMBERKV_SHUTTLE_ITERATIONS` if set, else `default`.
+#[cfg(all(test, shuttle))]
+pub(crate) fn shuttle_iterations(default: usize) -> usize {
+    std::env::var("EMBERKV_SHUTTLE_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Shuttle's primitives behind the API of `parking_lot` and `arc_swap`
+/// that the crate uses.
+#[cfg(shuttle)]
+mod shuttled {
+    use std::ops::{Deref, DerefMut};
+    use std::sync::{Arc, PoisonError};
+    use std::time::Duration;
+
+    /// `parking_lot::Mutex` over shuttle's: `lock` returns the guard
+    /// directly (a panic while locked fails the test anyway).
+    #[derive(Default)]
+    pub(crate) struct Mutex<T>(shuttle::sync::Mutex<T>);
+
+    /// The guard of a [`Mutex`]; the option is empty only inside
+    /// [`Condvar::wait`].
+    pub(crate) struct MutexGuard<'a, T>(Option<shuttle::sync::MutexGuard<'a, T>>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Mutex<T> {
+            Mutex(shuttle::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            MutexGuard(Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)))
+        }
+    }
+
+    impl<T> Deref for MutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            self.0.as_ref().expect("guard held")
+        }
+    }
+
+    impl<T> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.0.as_mut().expect("guard held")
+        }
+    }
+
+    /// `parking_lot::Condvar` over shuttle's.
+    #[derive(Default)]
+    pub(crate) struct Condvar(shuttle::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Condvar {
+            Condvar(shuttle::sync::Condvar::new())
+        }
+
+        pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+            let held = guard.0.take().expect("guard held");
+            guard.0 = Some(self.0.wait(held).unwrap_or_else(PoisonError::into_inner));
+        }
+
+        /// Shuttle has no clock: a timed wait may return at any point
+        /// the scheduler picks, which covers both a wake-up and a time-out.
+        pub(crate) fn wait_for<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) {
+            let held = guard.0.take().expect("guard held");
+            let (held, _) = self
+                .0
+                .wait_timeout(held, timeout)
+                .unwrap_or_else(PoisonError::into_inner);
+            guard.0 = Some(held);
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.0.notify_one();
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+    }
+
+    /// `arc_swap::ArcSwap` as a shuttle lock around an `Arc`: loads and
+    /// stores are single atomic steps, as they are in `arc_swap`.
+    pub(crate) struct ArcSwap<T>(shuttle::sync::RwLock<Arc<T>>);
+
+    impl<T> ArcSwap<T> {
+        pub(crate) fn from_pointee(value: T) -> ArcSwap<T> {
+            ArcSwap(shuttle::sync::RwLock::new(Arc::new(value)))
+        }
+
+        pub(crate) fn load(&self) -> Arc<T> {
+            self.load_full()
+        }
+
+        pub(crate) fn load_full(&self) -> Arc<T> {
+            Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+        }
+
+        pub(crate) fn store(&self, value: Arc<T>) {
+            *self.0.write().unwrap_or_else(PoisonError::into_inner) = value;
+        }
+    }
+}

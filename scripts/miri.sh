@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the unit tests of the modules with `unsafe` code (log::page, the hot
+# tier's page buffer) under Miri, which checks them for undefined behaviour:
+# out-of-bounds or aliasing violations and data races between the threads
+# of the tests. Needs the nightly toolchain with the miri and rust-src
+# components; installs them with rustup when missing, and skips with a
+# message when they cannot be had (no network to the Rust toolchain host).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
+
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^miri'; then
+    echo "== installing the nightly toolchain with miri"
+    if ! rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null 2>&1; then
+        echo "miri: SKIPPED (the nightly toolchain with miri could not be installed here)"
+        exit 0
+    fi
+fi
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    rustup component add rust-src --toolchain nightly >/dev/null 2>&1 || {
+        echo "miri: SKIPPED (the rust-src component could not be installed here)"
+        exit 0
+    }
+fi
+cargo +nightly miri setup >/dev/null 2>&1
+echo "== miri: log::page"
+cargo +nightly miri test -p emberkv --lib log::page
