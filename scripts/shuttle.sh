@@ -6,7 +6,7 @@
 # locks, atomics and ArcSwap for shuttle's (crates/emberkv/src/sync.rs).
 #
 #   bash scripts/shuttle.sh                                     # CI: 5,000 (index) and 300 (log) per scheduler
-#   EMBERKV_SHUTTLE_ITERATIONS=100000 bash scripts/shuttle.sh index::   # a long run of one module
+#   EMBERKV_SHUTTLE_ITERATIONS=100000 bash scripts/shuttle.sh index::shuttle_tests   # one module, long
 #
 # The build goes to its own target directory beside the usual one: the
 # `--cfg` flag would otherwise invalidate the cached normal build.
