@@ -104,7 +104,7 @@ impl Default for Config {
             io_threads: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
-            hot_bytes: 64 * 1024 * 1024,
+            hot_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -641,7 +641,7 @@ Options (redis-server's names):
                             largest query buffer of a client (default 1gb)
   --save <...>              accepted and ignored (no snapshots to schedule)
   --hot-bytes <n>           emberkv only: memory for the engine's hot tier, the
-                            in-memory tail of its log (default 64mb); older
+                            in-memory tail of its log (default 256mb); older
                             records are read from the segment files
   --version                 print the version and exit
   --help                    print this help and exit

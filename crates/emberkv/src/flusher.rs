@@ -5,7 +5,7 @@
 //! every `flush_interval` writes out the rest of the published log and
 //! fdatasyncs it. A write acknowledged at time `t` is therefore durable by
 //! `t + flush_interval` plus the time of one write and fdatasync of at most
-//! the hot tier's unflushed bytes.
+//! the hot tier's unflushed bytes (64 MiB, `log::MAX_UNFLUSHED_BYTES`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -32,7 +32,7 @@
 //!
 //! The flush window is [`Options::flush_interval`] (100 ms by default, at
 //! most 1 s) plus the time of one write and fdatasync of the unflushed hot
-//! tier (at most [`Options::hot_bytes`], 64 MiB by default). In default mode
+//! tier (at most 64 MiB, or [`Options::hot_bytes`] when smaller). In default mode
 //! what survives a crash is a prefix of the log, so of each writer's
 //! acknowledged operations. [`Db::sync`] makes everything so far
 //! durable on demand; [`Db::close`] and drop do it too.

@@ -22,9 +22,12 @@ pub struct Options {
     /// Expected number of distinct keys; sizes the hash index up front so
     /// that it does not grow below this count. Default 65,536.
     pub key_capacity: usize,
-    /// Memory for the hot tier (the in-memory tail of the log), in bytes.
-    /// Writers wait for the flusher when this much is unflushed. Default
-    /// 64 MiB; at least 4 pages (4 MiB).
+    /// Memory for the hot tier (the in-memory tail of the log), in bytes:
+    /// gets of the records in it make no system call. It is taken as the
+    /// log grows, one 1 MiB page at a time, and flushed pages leave it,
+    /// oldest first, once it is full. At most 64 MiB of it (or all of it,
+    /// when smaller) waits unflushed: a writer past that writes the log
+    /// out itself. Default 256 MiB; at least 4 pages (4 MiB).
     pub hot_bytes: usize,
     /// Memory for the read cache, in bytes: cold records (those no longer
     /// in the hot tier) that are read again, so that their next get costs
@@ -94,7 +97,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             key_capacity: 1 << 16,
-            hot_bytes: 64 << 20,
+            hot_bytes: 256 << 20,
             read_cache_bytes: 32 << 20,
             sync_writes: false,
             flush_interval: Duration::from_millis(100),
@@ -114,7 +117,7 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::hot_bytes`] (default 64 MiB).
+    /// Sets [`Options::hot_bytes`] (default 256 MiB).
     #[must_use]
     pub fn hot_bytes(mut self, bytes: usize) -> Self {
         self.hot_bytes = bytes;

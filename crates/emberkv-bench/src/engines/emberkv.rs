@@ -21,6 +21,7 @@ struct Emberkv {
 /// Opens an emberkv store in `dir/emberkv`.
 pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
     let mut opts = ::emberkv::Options::default();
+    let defaults = ::emberkv::Options::default();
     let mut set = Vec::new();
     if let Some(budget) = options.resident_budget {
         let cache = budget / 4;
@@ -29,12 +30,14 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
             .hot_bytes(usize::try_from(hot)?)
             .read_cache_bytes(usize::try_from(cache)?);
         set.push(format!(
-            "hot_bytes = {} (its in-memory hot tier; default 64 MiB)",
-            human_bytes(hot)
+            "hot_bytes = {} (its in-memory hot tier; default {})",
+            human_bytes(hot),
+            human_bytes(defaults.hot_bytes as u64)
         ));
         set.push(format!(
-            "read_cache_bytes = {} (its cache of cold records; default 32 MiB)",
-            human_bytes(cache)
+            "read_cache_bytes = {} (its cache of cold records; default {})",
+            human_bytes(cache),
+            human_bytes(defaults.read_cache_bytes as u64)
         ));
     }
     let durability = match options.durability {

@@ -47,6 +47,12 @@ pub(crate) const PAGE_BYTES: usize = 1 << PAGE_BITS;
 /// known; longer records take a second read.
 const COLD_READ_BYTES: usize = 4096;
 
+/// Most published bytes left unflushed (64 MiB): a writer that starts a
+/// page beyond it writes the log out itself. The hot tier may be larger
+/// (its flushed pages stay resident for reads); this bounds the write that
+/// the default durability window waits for, whatever the hot tier's size.
+pub(crate) const MAX_UNFLUSHED_BYTES: u64 = 64 << 20;
+
 /// Log bytes between two wake-ups of the maintenance thread while writers
 /// append (8 MiB): it checks then whether to seal the segment early for
 /// compaction, so that a fast writer cannot fill a whole segment between
@@ -375,6 +381,9 @@ impl Log {
         if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
             *self.milestones.lock() += 1;
             self.milestone_reached.notify_all();
+        }
+        if a.tail - self.flushed.load(Ordering::Acquire) >= MAX_UNFLUSHED_BYTES {
+            self.write_out()?;
         }
         self.make_room(a, bytes as usize)?;
         let mem_start = if same_segment {
@@ -743,6 +752,42 @@ mod tests {
         assert!(span_fits(5 << 48, (5 << 48) + MAX_LOG_SPAN));
         assert!(!span_fits(5 << 48, (6 << 48) - 1));
         assert!(span_fits(u64::MAX - 10, u64::MAX));
+    }
+
+    #[test]
+    fn a_large_hot_tier_keeps_at_most_64_mib_unflushed() {
+        let dir = tempfile::tempdir().unwrap();
+        // No flusher runs: only the writer's own bound writes the log out.
+        let log = Log::new(
+            Segments::new(dir.path(), 28, 1),
+            256 << 20,
+            ReadCache::new(0).unwrap(),
+            Arc::new(Codec::new(crate::Compression::None, None, 1 << 28)),
+            0,
+            HashMap::new(),
+        );
+        let value = vec![7u8; 512 << 10];
+        for i in 0u32..200 {
+            let key = i.to_le_bytes();
+            log.append(&Entry {
+                flags: 0,
+                expires_at: None,
+                key: &key,
+                value: &value,
+            })
+            .unwrap();
+            let unflushed = log.tail() - log.flushed.load(Ordering::Acquire);
+            assert!(
+                unflushed <= MAX_UNFLUSHED_BYTES + PAGE_BYTES as u64,
+                "{unflushed} bytes unflushed after {} appended",
+                log.tail()
+            );
+        }
+        assert!(log.tail() > 100 << 20);
+        assert!(
+            log.resident_bytes() > 100 << 20,
+            "flushed pages stay in the hot tier"
+        );
     }
 }
 
