@@ -304,10 +304,12 @@ impl Core {
     ) -> Result<(Slot, Option<Current>)> {
         let mut current = None;
         let mut scratch = Vec::new();
+        // A value read goes back to the caller: verify it.
+        let verify_resident = value.is_some();
         let slot = writer.slot(
             hash,
             |addr| {
-                self.log.with_record(addr, &mut scratch, |r| {
+                let check = |r: &Record<'_>| {
                     if r.key != key {
                         return Ok(false);
                     }
@@ -316,7 +318,12 @@ impl Core {
                         r.value_into(self.log.codec(), out, addr)?;
                     }
                     Ok(true)
-                })?
+                };
+                if verify_resident {
+                    self.log.with_record(addr, &mut scratch, check)?
+                } else {
+                    self.log.with_record_key(addr, &mut scratch, check)?
+                }
             },
             |addr| self.key_hash_at(addr),
         )?;
@@ -348,7 +355,7 @@ impl Core {
 
     fn key_hash_at(&self, addr: u64) -> Result<u64> {
         self.log
-            .with_record(addr, &mut Vec::new(), |r| self.hasher.hash(r.key))
+            .with_record_key(addr, &mut Vec::new(), |r| self.hasher.hash(r.key))
     }
 
     fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
