@@ -53,8 +53,11 @@ mod shuttled {
     pub(crate) struct Mutex<T>(shuttle::sync::Mutex<T>);
 
     /// The guard of a [`Mutex`]; the option is empty only inside
-    /// [`Condvar::wait`].
-    pub(crate) struct MutexGuard<'a, T>(Option<shuttle::sync::MutexGuard<'a, T>>);
+    /// [`Condvar::wait`] and [`MutexGuard::unlocked`].
+    pub(crate) struct MutexGuard<'a, T> {
+        mutex: &'a shuttle::sync::Mutex<T>,
+        guard: Option<shuttle::sync::MutexGuard<'a, T>>,
+    }
 
     impl<T> Mutex<T> {
         pub(crate) fn new(value: T) -> Mutex<T> {
@@ -62,20 +65,33 @@ mod shuttled {
         }
 
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-            MutexGuard(Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)))
+            MutexGuard {
+                mutex: &self.0,
+                guard: Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)),
+            }
+        }
+    }
+
+    impl<T> MutexGuard<'_, T> {
+        /// Runs `f` with the mutex unlocked, as `parking_lot`'s does.
+        pub(crate) fn unlocked<U>(guard: &mut Self, f: impl FnOnce() -> U) -> U {
+            drop(guard.guard.take());
+            let result = f();
+            guard.guard = Some(guard.mutex.lock().unwrap_or_else(PoisonError::into_inner));
+            result
         }
     }
 
     impl<T> Deref for MutexGuard<'_, T> {
         type Target = T;
         fn deref(&self) -> &T {
-            self.0.as_ref().expect("guard held")
+            self.guard.as_ref().expect("guard held")
         }
     }
 
     impl<T> DerefMut for MutexGuard<'_, T> {
         fn deref_mut(&mut self) -> &mut T {
-            self.0.as_mut().expect("guard held")
+            self.guard.as_mut().expect("guard held")
         }
     }
 
@@ -89,19 +105,17 @@ mod shuttled {
         }
 
         pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
-            let held = guard.0.take().expect("guard held");
-            guard.0 = Some(self.0.wait(held).unwrap_or_else(PoisonError::into_inner));
+            let held = guard.guard.take().expect("guard held");
+            guard.guard = Some(self.0.wait(held).unwrap_or_else(PoisonError::into_inner));
         }
 
-        /// Shuttle has no clock: a timed wait may return at any point
-        /// the scheduler picks, which covers both a wake-up and a time-out.
-        pub(crate) fn wait_for<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) {
-            let held = guard.0.take().expect("guard held");
-            let (held, _) = self
-                .0
-                .wait_timeout(held, timeout)
-                .unwrap_or_else(PoisonError::into_inner);
-            guard.0 = Some(held);
+        /// Shuttle has no clock, and its own timed wait may never time
+        /// out: a timed wait here is a time-out at a point the scheduler
+        /// picks (the lock is released, other threads may run, and it is
+        /// taken again), so that a caller's loop re-checks its condition
+        /// and its real-time deadline as it would after a time-out.
+        pub(crate) fn wait_for<T>(&self, guard: &mut MutexGuard<'_, T>, _timeout: Duration) {
+            MutexGuard::unlocked(guard, shuttle::thread::yield_now);
         }
 
         pub(crate) fn notify_one(&self) {

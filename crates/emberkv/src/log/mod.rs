@@ -28,6 +28,7 @@ mod page;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::cache::{Lookup, ReadCache};
 use crate::compression::Codec;
@@ -36,7 +37,7 @@ use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{ArcSwap, Condvar, Mutex};
+use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard};
 pub(crate) use page::Page;
 
 /// log2 of the page size.
@@ -91,6 +92,23 @@ struct Appender {
     records: u64,
 }
 
+/// Longest a group-commit leader waits for writers to join (200 µs).
+const MAX_GATHER: Duration = Duration::from_micros(200);
+
+/// The state of group commit (see [`Log::make_durable`]).
+#[derive(Default)]
+struct Commit {
+    /// A leader is gathering or syncing.
+    leading: bool,
+    /// The leader waits on `arrived` for more writers.
+    gathering: bool,
+    /// Writers inside `make_durable`.
+    pending: usize,
+    /// Writers pending when the last leader synced, and how long it took.
+    last_group: usize,
+    last_sync: Duration,
+}
+
 struct FlushCursor {
     /// The segment the flusher wrote to last and has not fdatasynced.
     dirty_segment: Option<u64>,
@@ -121,9 +139,11 @@ pub(crate) struct Log {
     /// fdatasyncs that made records durable (group commits and background
     /// flushes), since open.
     fdatasyncs: AtomicU64,
-    /// Whether a group-commit leader is flushing; waiters sleep on `committed`.
-    commit_leader: Mutex<bool>,
+    /// Group commit: the leader, the writers waiting, and the last group.
+    /// Waiters sleep on `committed`; a gathering leader on `arrived`.
+    commit: Mutex<Commit>,
     committed: Condvar,
+    arrived: Condvar,
     /// Set when a write or fdatasync failed: the log refuses further writes.
     poisoned: AtomicBool,
     /// Bytes of pad records in each segment: padding is not garbage that
@@ -204,8 +224,9 @@ impl Log {
             cold_read_guess: AtomicUsize::new(COLD_READ_BYTES),
             cache,
             codec,
-            commit_leader: Mutex::new(false),
+            commit: Mutex::new(Commit::default()),
             committed: Condvar::new(),
+            arrived: Condvar::new(),
             poisoned: AtomicBool::new(false),
             page_sealed: Condvar::new(),
             page_sealed_lock: Mutex::new(()),
@@ -544,7 +565,17 @@ impl Log {
     /// # Errors
     /// The leader's I/O error, or [`Error::Closed`] when the log is poisoned.
     pub(crate) fn make_durable(&self, upto: u64) -> Result<()> {
-        let mut leader = self.commit_leader.lock();
+        let mut commit = self.commit.lock();
+        commit.pending += 1;
+        if commit.gathering {
+            self.arrived.notify_one();
+        }
+        let result = self.commit_as_group(&mut commit, upto);
+        commit.pending -= 1;
+        result
+    }
+
+    fn commit_as_group(&self, commit: &mut MutexGuard<'_, Commit>, upto: u64) -> Result<()> {
         loop {
             if self.durable.load(Ordering::Acquire) >= upto {
                 return Ok(());
@@ -552,18 +583,45 @@ impl Log {
             if self.poisoned.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
             }
-            if *leader {
-                self.committed.wait(&mut leader);
+            if commit.leading {
+                self.committed.wait(commit);
                 continue;
             }
-            *leader = true;
-            drop(leader);
-            let result = self.write_and_sync();
-            leader = self.commit_leader.lock();
-            *leader = false;
+            commit.leading = true;
+            self.gather(commit);
+            let group = commit.pending;
+            let result = MutexGuard::unlocked(commit, || {
+                let started = Instant::now();
+                let result = self.write_and_sync();
+                (result, started.elapsed())
+            });
+            let (result, took) = result;
+            commit.leading = false;
+            commit.last_group = group;
+            commit.last_sync = took;
             self.committed.notify_all();
             result?;
         }
+    }
+
+    /// Before a leader syncs: when the last sync covered several writers,
+    /// waits until as many are pending again, for at most half as long as
+    /// that sync took ([`MAX_GATHER`] at most). With more writers than
+    /// cores, the writers the last sync released are still on their way
+    /// back (their callers' code, the next append) when the first of them
+    /// is elected; syncing at once covered 4.5 of 8 writers on this
+    /// project's 2-core machine. A lone writer never waits.
+    fn gather(&self, commit: &mut MutexGuard<'_, Commit>) {
+        if commit.last_group < 2 || commit.pending >= commit.last_group {
+            return;
+        }
+        let deadline = Instant::now() + (commit.last_sync / 2).min(MAX_GATHER);
+        commit.gathering = true;
+        while commit.pending < commit.last_group && Instant::now() < deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.arrived.wait_for(commit, left);
+        }
+        commit.gathering = false;
     }
 
     /// Reads the value of `key` from the record at `addr` into `out`,
@@ -889,8 +947,8 @@ mod shuttle_tests {
         );
     }
 
-    /// One schedule: a default-mode writer and a `sync_writes` writer
-    /// append records that fill pages and segments, with a hot tier of two
+    /// One schedule: two writers (one syncing every record, one every
+    /// other record) append records that fill pages and segments, with a hot tier of two
     /// pages so that pages are evicted as soon as they are flushed; the
     /// flusher writes sealed pages and syncs; a reader reads every
     /// published record, the oldest ones after their pages left memory.
@@ -928,7 +986,10 @@ mod shuttle_tests {
                             value: &v,
                         };
                         let addr = log.append(&entry).unwrap();
-                        if writer == 1 {
+                        // Writer 1 syncs every record, writer 0 every other
+                        // one: two writers meet in group commit, and its
+                        // leader gathers.
+                        if writer == 1 || n % 2 == 1 {
                             let end = addr + entry.len() as u64;
                             log.make_durable(end).unwrap();
                             assert!(log.durable() >= end, "group commit returned early");
