@@ -44,6 +44,9 @@ pub(crate) struct Segments {
     segment_bits: u32,
     store_id: u64,
     files: RwLock<BTreeMap<u64, Arc<File>>>,
+    /// Test hook: the segment whose fdatasyncs fail with `EIO`.
+    #[cfg(test)]
+    pub(crate) fail_sync_of: std::sync::atomic::AtomicU64,
 }
 
 impl Segments {
@@ -53,6 +56,8 @@ impl Segments {
             segment_bits,
             store_id,
             files: RwLock::new(BTreeMap::new()),
+            #[cfg(test)]
+            fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -249,6 +254,10 @@ impl Segments {
 
     /// fdatasyncs segment `seg`.
     pub(crate) fn sync(&self, seg: u64) -> Result<()> {
+        #[cfg(test)]
+        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
+            return Err(io::Error::from_raw_os_error(5).into());
+        }
         self.open(seg)?.sync_data()?;
         Ok(())
     }

@@ -479,6 +479,10 @@ impl Log {
     /// (no fdatasync). Returns the address written up to.
     pub(crate) fn write_out(&self) -> Result<u64> {
         let mut cursor = self.flush_cursor.lock();
+        // Every failure that poisons the log does so under this lock.
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
         let target = self.tail.load(Ordering::Acquire);
         let from = self.flushed.load(Ordering::Acquire);
         if from >= target {
@@ -542,11 +546,20 @@ impl Log {
     }
 
     /// Writes out and fdatasyncs everything published so far.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the log is poisoned: another thread's
+    /// fdatasync of a segment may have failed since this one's `write_out`
+    /// (that thread took the segment's dirty mark with it), and `durable`
+    /// must never move past records whose fdatasync failed.
     fn write_and_sync(&self) -> Result<()> {
         let upto = self.write_out()?;
         let mut cursor = self.flush_cursor.lock();
         if self.durable.load(Ordering::Acquire) >= upto {
             return Ok(());
+        }
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
         }
         let upto = self.flushed.load(Ordering::Acquire);
         if let Some(seg) = cursor.dirty_segment.take() {
@@ -610,7 +623,9 @@ impl Log {
     /// cores, the writers the last sync released are still on their way
     /// back (their callers' code, the next append) when the first of them
     /// is elected; syncing at once covered 4.5 of 8 writers on this
-    /// project's 2-core machine. A lone writer never waits.
+    /// project's 2-core machine. A lone writer does not wait, unless its
+    /// last sync was shared with a background one (the flusher's, a
+    /// checkpoint's or compaction's `sync_all` count as writers here).
     fn gather(&self, commit: &mut MutexGuard<'_, Commit>) {
         if commit.last_group < 2 || commit.pending >= commit.last_group {
             return;
@@ -863,6 +878,62 @@ mod tests {
         assert!(span_fits(5 << 48, (5 << 48) + MAX_LOG_SPAN));
         assert!(!span_fits(5 << 48, (6 << 48) - 1));
         assert!(span_fits(u64::MAX - 10, u64::MAX));
+    }
+
+    /// Regression (attack review, 2026-12-01): a `write_out` that left
+    /// `flushed` at the end of segment 1 with the segment not yet
+    /// fdatasynced, then another thread's `write_out` whose fdatasync of
+    /// segment 1 failed (poisoning the log and taking the segment's dirty
+    /// mark), then a group-commit leader elected before the failure: its
+    /// `write_and_sync` synced only segment 2 and moved `durable` past
+    /// segment 1's unsynced records, so their writers were acknowledged.
+    #[test]
+    fn a_failed_fdatasync_is_never_acknowledged_by_a_later_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        // A hot tier of two 1 MiB pages, one page per 1 MiB segment.
+        let log = Log::new(
+            Segments::new(dir.path(), 20, 1),
+            2 << 20,
+            ReadCache::new(0).unwrap(),
+            Arc::new(Codec::new(crate::Compression::None, None, 1 << 20)),
+            0,
+            HashMap::new(),
+        );
+        let value = vec![3u8; 100 << 10];
+        let append = |i: u32, value: &[u8]| {
+            let key = i.to_le_bytes();
+            let entry = Entry {
+                flags: 0,
+                expires_at: None,
+                key: &key,
+                value,
+            };
+            log.append(&entry).unwrap() + entry.len() as u64
+        };
+        let (mut i, mut last_of_segment_1) = (0, 0);
+        while log.storage.segment_of(log.tail()) < 2 {
+            let end = append(i, &value);
+            if log.storage.segment_of(end - 1) == 1 {
+                last_of_segment_1 = end;
+            }
+            i += 1;
+        }
+        // Starting segment 2 made room by writing out segment 1 unsynced.
+        assert_eq!(log.flushed.load(Ordering::Acquire), 2 << 20);
+        assert!(log.durable() < last_of_segment_1);
+        log.storage
+            .fail_sync_of
+            .store(1, std::sync::atomic::Ordering::Relaxed);
+        append(i, &value[..1000]);
+        // The flusher's write-out meets the failed fdatasync.
+        assert!(log.write_out().is_err());
+        // A leader elected before the failure goes on to sync.
+        assert!(matches!(log.write_and_sync(), Err(Error::Closed)));
+        assert!(log.durable() < last_of_segment_1);
+        assert!(matches!(
+            log.make_durable(last_of_segment_1),
+            Err(Error::Closed)
+        ));
     }
 
     #[test]
