@@ -603,12 +603,10 @@ impl Log {
             commit.leading = true;
             self.gather(commit);
             let group = commit.pending;
-            let result = MutexGuard::unlocked(commit, || {
+            let (result, took) = MutexGuard::unlocked(commit, || {
                 let started = Instant::now();
-                let result = self.write_and_sync();
-                (result, started.elapsed())
+                (self.write_and_sync(), started.elapsed())
             });
-            let (result, took) = result;
             commit.leading = false;
             commit.last_group = group;
             commit.last_sync = took;
