@@ -22,6 +22,11 @@ if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q
         exit 0
     }
 fi
-cargo +nightly miri setup >/dev/null 2>&1
+# Building Miri's standard library needs crates.io and a matching nightly;
+# a failure here is the machine's, not the code's.
+if ! cargo +nightly miri setup >/dev/null 2>&1; then
+    echo "miri: SKIPPED (cargo miri setup failed on this toolchain)"
+    exit 0
+fi
 echo "== miri: log::page"
 cargo +nightly miri test -p emberkv --lib log::page
