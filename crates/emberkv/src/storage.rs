@@ -47,6 +47,10 @@ pub(crate) struct Segments {
     /// Test hook: the segment whose fdatasyncs fail with `EIO`.
     #[cfg(test)]
     pub(crate) fail_sync_of: std::sync::atomic::AtomicU64,
+    /// Test hook: writes reaching past this log address fail with
+    /// `ENOSPC`, as on a full disk.
+    #[cfg(test)]
+    pub(crate) full_from: std::sync::atomic::AtomicU64,
 }
 
 impl Segments {
@@ -58,6 +62,8 @@ impl Segments {
             files: RwLock::new(BTreeMap::new()),
             #[cfg(test)]
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
+            #[cfg(test)]
+            full_from: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -247,6 +253,10 @@ impl Segments {
 
     /// Writes `bytes` at log address `addr` (the segment must exist).
     pub(crate) fn write_at(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        #[cfg(test)]
+        if addr + bytes.len() as u64 > self.full_from.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(28).into());
+        }
         let file = self.open(self.segment_of(addr))?;
         file.write_all_at(bytes, self.offset_in_segment(addr))?;
         Ok(())

@@ -515,6 +515,11 @@ impl Log {
                 let bytes = unsafe { page.read(lo, (hi - lo) as usize) };
                 self.storage.write_at(lo, bytes)?;
                 cursor.dirty_segment = Some(seg);
+                // Progress is kept page by page: after a write that found
+                // the disk full, the next write-out resumes here, so that
+                // freeing less room than the whole backlog still lets the
+                // log advance.
+                self.flushed.store(hi, Ordering::Release);
             }
             Ok(target)
         })();
@@ -932,6 +937,48 @@ mod tests {
             log.make_durable(last_of_segment_1),
             Err(Error::Closed)
         ));
+    }
+
+    /// A write-out that finds the disk full keeps the pages it wrote
+    /// before, so that freeing room for part of the backlog lets the log
+    /// advance (noted by the attack review of 2026-12-01: `flushed` moved
+    /// only when a whole write-out succeeded).
+    #[test]
+    fn a_write_out_that_finds_the_disk_full_keeps_the_pages_it_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::new(
+            Segments::new(dir.path(), 28, 1),
+            256 << 20,
+            ReadCache::new(0).unwrap(),
+            Arc::new(Codec::new(crate::Compression::None, None, 1 << 28)),
+            0,
+            HashMap::new(),
+        );
+        let value = vec![5u8; 300 << 10];
+        for i in 0u32..12 {
+            let key = i.to_le_bytes();
+            log.append(&Entry {
+                flags: 0,
+                expires_at: None,
+                key: &key,
+                value: &value,
+            })
+            .unwrap();
+        }
+        assert!(log.tail() > 3 * PAGE_BYTES as u64);
+        log.storage
+            .full_from
+            .store(2 * PAGE_BYTES as u64, std::sync::atomic::Ordering::Relaxed);
+        let full = log.write_out().unwrap_err();
+        assert!(full.is_exhaustion(), "{full}");
+        assert!(!log.poisoned.load(Ordering::Relaxed));
+        assert_eq!(log.flushed.load(Ordering::Acquire), 2 * PAGE_BYTES as u64);
+        log.storage
+            .full_from
+            .store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(log.write_out().unwrap(), log.tail());
+        log.sync_all().unwrap();
+        assert_eq!(log.durable(), log.tail());
     }
 
     #[test]
