@@ -1019,7 +1019,6 @@ mod tests {
 #[cfg(all(test, shuttle))]
 mod shuttle_tests {
     use super::*;
-    use crate::sync::shuttle_iterations;
     use shuttle::thread;
 
     /// Keys of the test; all in shard 0, whose 16-slot table grows twice.
@@ -1190,11 +1189,11 @@ mod shuttle_tests {
 
     #[test]
     fn shuttle_random_schedules_of_writers_growth_and_readers() {
-        shuttle::check_random(schedule, shuttle_iterations(ITERATIONS));
+        crate::sync::check_random(schedule, ITERATIONS);
     }
 
     #[test]
     fn shuttle_pct_schedules_of_writers_growth_and_readers() {
-        shuttle::check_pct(schedule, shuttle_iterations(ITERATIONS), 3);
+        crate::sync::check_pct(schedule, ITERATIONS);
     }
 }

@@ -29,10 +29,22 @@ pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 }
 
-/// Schedules a shuttle test explores per scheduler:
-/// `EMBERKV_SHUTTLE_ITERATIONS` if set, else `default`.
+/// Runs `schedule` under shuttle's random scheduler, as many times as
+/// `EMBERKV_SHUTTLE_ITERATIONS` says, else `default`.
 #[cfg(all(test, shuttle))]
-pub(crate) fn shuttle_iterations(default: usize) -> usize {
+pub(crate) fn check_random(schedule: fn(), default: usize) {
+    shuttle::check_random(schedule, iterations(default));
+}
+
+/// Runs `schedule` under shuttle's PCT scheduler (bug depth 3), as many
+/// times as `EMBERKV_SHUTTLE_ITERATIONS` says, else `default`.
+#[cfg(all(test, shuttle))]
+pub(crate) fn check_pct(schedule: fn(), default: usize) {
+    shuttle::check_pct(schedule, iterations(default), 3);
+}
+
+#[cfg(all(test, shuttle))]
+fn iterations(default: usize) -> usize {
     std::env::var("EMBERKV_SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
