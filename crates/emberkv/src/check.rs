@@ -79,7 +79,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let _lock = meta::lock(dir)?;
     let meta = meta::load_or_create(dir, 30)?;
     let hasher = KeyHasher::new(meta.hash_seed);
-    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+    let storage = Segments::new(dir, meta.segment_bits, meta.store_id, false);
     let index = Index::with_capacity(0);
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;

@@ -486,7 +486,12 @@ impl Db {
         let lock = meta::lock(dir)?;
         let mut meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
         let hasher = hasher(meta.hash_seed);
-        let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+        let storage = Segments::new(
+            dir,
+            meta.segment_bits,
+            meta.store_id,
+            options.map_cold_reads,
+        );
         let retired = manifest::load(dir)?;
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
         let codec = Arc::new(Codec::new(

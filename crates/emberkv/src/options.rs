@@ -31,13 +31,32 @@ pub struct Options {
     pub hot_bytes: usize,
     /// Memory for the read cache, in bytes: cold records (those no longer
     /// in the hot tier) that are read again, so that their next get costs
-    /// no system call. A record is admitted on its second miss within a
+    /// no system call. Used only by gets that read by positioned reads:
+    /// with [`Options::map_cold_reads`] (the default) they read through a
+    /// memory map and the OS page cache plays this part. A record is admitted on its second miss within a
     /// window of recent misses and evicted by CLOCK (see the `cache`
     /// module, after S3-FIFO): a record read once costs its address in a
     /// queue only, so a scan does not flush what is read often. Each record costs its size plus 64 bytes
     /// of bookkeeping; a record above a 640th of this (52 KiB of the
     /// default) is not cached. 0 turns the cache off. Default 32 MiB; at most 2^40.
     pub read_cache_bytes: usize,
+    /// When `true` (the default), gets read cold records through a
+    /// read-only memory map of each segment file: a record in the OS page
+    /// cache costs a copy and its checksum, no system call (out of cache,
+    /// uniform reads went from 0.9x to 2.0x LMDB in the benchmark harness;
+    /// see `docs/PERFORMANCE.md`), and a page the kernel has to read in
+    /// costs one 4 KiB read (read-ahead is turned off for the maps). The
+    /// mapped pages the gets touch count in the process's resident set as
+    /// file-backed pages (`RssFile`), which the kernel reclaims like any
+    /// page cache; the memory this store allocates stays within
+    /// `hot_bytes`, the index and a small constant. The cost of the choice:
+    /// an I/O error while reading a mapped page (a failing disk) raises
+    /// `SIGBUS`, which ends the process, where a positioned read returns an
+    /// error, and so does a segment file shrunk by another program while
+    /// the store is open. When `false`, gets read by positioned reads
+    /// (`pread`) through the read cache. Compaction, iteration, recovery
+    /// and [`crate::check`] read by positioned reads either way.
+    pub map_cold_reads: bool,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the
     /// last one covered several writers, the next waits up to half as long
@@ -101,6 +120,7 @@ impl Default for Options {
             key_capacity: 1 << 16,
             hot_bytes: 256 << 20,
             read_cache_bytes: 32 << 20,
+            map_cold_reads: true,
             sync_writes: false,
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
@@ -123,6 +143,13 @@ impl Options {
     #[must_use]
     pub fn hot_bytes(mut self, bytes: usize) -> Self {
         self.hot_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Options::map_cold_reads`] (default `true`).
+    #[must_use]
+    pub fn map_cold_reads(mut self, map: bool) -> Self {
+        self.map_cold_reads = map;
         self
     }
 

@@ -1,7 +1,8 @@
-//! The memory budget holds when the data is many times larger: the
-//! process's resident memory grows by at most `hot_bytes`,
-//! `read_cache_bytes`, the index and a small constant, however much is
-//! written and read back.
+//! The memory budget holds when the data is many times larger: with gets
+//! by positioned reads (`map_cold_reads(false)`), the process's resident
+//! memory grows by at most `hot_bytes`, `read_cache_bytes`, the index and
+//! a small constant, however much is written and read back
+//! (`memory_budget_mapped.rs` checks the default, mapped reads).
 //!
 //! One test in its own binary, since resident memory is per process.
 
@@ -27,6 +28,7 @@ fn resident_memory_stays_within_the_hot_tier_and_read_cache_budget() {
         Options::default()
             .hot_bytes(HOT)
             .read_cache_bytes(CACHE)
+            .map_cold_reads(false)
             .key_capacity(KEYS as usize)
             .segment_bytes(64 << 20)
             .compaction_garbage(None),

@@ -1,7 +1,9 @@
 //! emberkv at its shipped defaults (`emberkv::Options::default()`), with
 //! `sync_writes(true)` for FULL durability and, in out-of-cache mode, the
 //! budget split between the hot tier (three quarters) and the read cache
-//! (a quarter).
+//! (a quarter; at the default `map_cold_reads = true` gets read cold
+//! records through memory maps of the segment files, the OS page cache, and
+//! the read cache serves only gets by `pread`).
 
 use std::path::Path;
 
@@ -39,6 +41,14 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
             human_bytes(cache),
             human_bytes(defaults.read_cache_bytes as u64)
         ));
+        if defaults.map_cold_reads {
+            set.push(
+                "map_cold_reads = true, unchanged: cold gets read through memory maps \
+                 of the segment files (the OS page cache, as LMDB's reads do), so the \
+                 read cache is not used"
+                    .to_owned(),
+            );
+        }
     }
     let durability = match options.durability {
         Durability::Default => {

@@ -670,8 +670,16 @@ impl Log {
             return Ok(found);
         }
         drop(pages);
-        let lookup = self.cache.get(addr, out);
-        let header = if lookup == Lookup::Hit {
+        // Through the segment's map when it has one (the OS page cache is
+        // then the read cache), else through the read cache.
+        let mapped = read_mapped(&self.storage, addr, out);
+        let lookup = match mapped {
+            Some(_) => Lookup::Miss { admit: false },
+            None => self.cache.get(addr, out),
+        };
+        let header = if let Some(header) = mapped {
+            header?
+        } else if lookup == Lookup::Hit {
             Header::parse(out, addr)?
         } else {
             // Guess the record is as long as the last cold one: with values
@@ -844,6 +852,23 @@ pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Res
     read_cold_guessing(storage, addr, buf, COLD_READ_BYTES)
 }
 
+/// [`read_cold`] through the segment's memory map: `None` when the record
+/// cannot be read that way (see [`Segments::with_mapped`]).
+fn read_mapped(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Option<Result<Header>> {
+    storage.with_mapped(addr, |bytes| {
+        let header = Header::parse(bytes, addr)?;
+        if header.is_pad() {
+            return Err(Error::corruption(addr, "index points at a pad record"));
+        }
+        let record = bytes
+            .get(..header.total_len())
+            .ok_or_else(|| Error::corruption(addr, "record past end of segment"))?;
+        buf.clear();
+        buf.extend_from_slice(record);
+        Ok(header)
+    })
+}
+
 /// [`read_cold`] with a first read of `guess` bytes (at least a header).
 fn read_cold_guessing(
     storage: &Segments,
@@ -885,7 +910,7 @@ mod tests {
         cache_bytes: usize,
     ) -> Log {
         Log::new(
-            Segments::new(dir, segment_bits, 1),
+            Segments::new(dir, segment_bits, 1, true),
             hot_bytes,
             ReadCache::new(cache_bytes).unwrap(),
             Arc::new(Codec::new(
