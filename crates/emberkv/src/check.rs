@@ -61,6 +61,10 @@ impl fmt::Display for CheckReport {
 /// the index replayed from the log finds each key at its newest record,
 /// and that each key's newest value decodes when it is stored compressed.
 /// Problems are listed in the report rather than returned as errors.
+/// A store whose process died without closing it (and that was not opened
+/// since) reports its newest segment's tail as torn: the records written
+/// last, if they were cut, and with segments of 64 MiB or more the zeros
+/// allocated ahead of the writes, which the next open cuts off.
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]
@@ -79,7 +83,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let _lock = meta::lock(dir)?;
     let meta = meta::load_or_create(dir, 30)?;
     let hasher = KeyHasher::new(meta.hash_seed);
-    let storage = Segments::new(dir, meta.segment_bits, meta.store_id, false);
+    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
     let index = Index::with_capacity(0);
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;

@@ -62,7 +62,9 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         if core.retired.lock().contains(seg) {
             continue;
         }
-        let len = storage.file_len(seg)?;
+        // The records' length: until the next segment's creation cuts it,
+        // the file may be allocated ahead of them.
+        let len = storage.written_len(seg)?;
         let live = live.get(&seg).copied().unwrap_or(0);
         // Only dead records are reclaimable: the header and the pads come
         // back with the copies, and so do tombstones compaction carried

@@ -367,7 +367,7 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
     };
     write_tail_crc_file(WITH_CHECKPOINT, CHECKPOINT_FILE, flags & CHECKSUMS != 0)?;
     write_tail_crc_file(WITH_RETIRED, RETIRED_FILE, fix)?;
-    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id, false);
+    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id);
     let first = u64::from(flags >> FIRST_SEGMENT_SHIFT & 3);
     let mut prev_len = 0;
     for (seg, part) in (first..).zip(parts.into_iter().take(MAX_SEGMENTS)) {
@@ -460,7 +460,7 @@ pub fn create_store(dir: &Path) -> Result<()> {
 /// [`Error::InvalidPath`] when the segments do not start at 0 to 3 or
 /// hold the separator; [`Error::Io`].
 pub fn recovery_input(dir: &Path, flags: u8) -> Result<Vec<u8>> {
-    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id, false);
+    let storage = Segments::new(dir, SEGMENT_BITS, META.store_id);
     let segments = storage.list()?;
     let invalid = |reason: &str| Error::InvalidPath {
         path: dir.to_path_buf(),

@@ -168,7 +168,7 @@ fn assess(core: &Core) -> Result<()> {
         .into_iter()
         .filter(|&s| s != active && !retired.contains(s))
     {
-        on_disk += storage.file_len(seg)?;
+        on_disk += storage.written_len(seg)?;
     }
     core.set_compaction_behind(on_disk > 2 * live + BEHIND_SLACK);
     if written >= SEAL_AT.max(live / 4) {

@@ -72,7 +72,10 @@ pub struct Options {
     /// 4 GiB, fixed when the store is created (reopening with another value
     /// is ignored: the store's own geometry wins). Default 256 MiB. A
     /// record never crosses a segment, so a value must fit in one; the unit
-    /// of compaction is a segment.
+    /// of compaction is a segment. With segments of 64 MiB or more, the
+    /// active segment's file is allocated 1 MiB ahead of its writes, so
+    /// that an fdatasync seldom has to record a new file length (a closed
+    /// store gives the space back).
     pub segment_bytes: u64,
     /// Background compaction: once a second, every sealed segment whose
     /// share of garbage bytes (overwritten, removed, expired records and

@@ -275,7 +275,9 @@ pub(crate) fn for_each_record(
     mut f: impl FnMut(u64, &Record<'_>) -> Result<()>,
 ) -> Result<()> {
     let start = storage.segment_start(seg);
-    let end = start + storage.file_len(seg)?;
+    // Not the file's length: the file may be allocated ahead of its
+    // records, until the next segment is created.
+    let end = start + storage.written_len(seg)?;
     let stop = end.min(start.saturating_add(limit));
     let mut chunk = Chunk {
         addr: 0,

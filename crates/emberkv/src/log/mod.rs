@@ -910,7 +910,7 @@ mod tests {
         cache_bytes: usize,
     ) -> Log {
         Log::new(
-            Segments::new(dir, segment_bits, 1, true),
+            Segments::for_store(dir, segment_bits, 1, true),
             hot_bytes,
             ReadCache::new(cache_bytes).unwrap(),
             Arc::new(Codec::new(
