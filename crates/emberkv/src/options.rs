@@ -53,7 +53,14 @@ pub struct Options {
     /// an I/O error while reading a mapped page (a failing disk) raises
     /// `SIGBUS`, which ends the process, where a positioned read returns an
     /// error, and so does a segment file shrunk by another program while
-    /// the store is open. When `false`, gets read by positioned reads
+    /// the store is open. Each open segment reserves `segment_bytes` of
+    /// address space and one of the process's maps (`vm.max_map_count`,
+    /// 65,530 by default) until compaction retires it, however little it
+    /// holds: under an address-space limit (`ulimit -v`), a store of
+    /// thousands of segments can take the room the rest of the process
+    /// needs (a segment that cannot be mapped falls back to positioned
+    /// reads, but a thread spawn may then fail). When `false`, gets read
+    /// by positioned reads
     /// (`pread`) through the read cache. Compaction, iteration, recovery
     /// and [`crate::check`] read by positioned reads either way.
     pub map_cold_reads: bool,

@@ -461,15 +461,20 @@ impl Segments {
     /// hold its handle finish their reads; later ones get `NotFound`.
     pub(crate) fn retire(&self, seg: u64) -> Result<()> {
         {
+            // Held until the file is gone: an `open` of this segment
+            // between the two (a get falling back to `pread` with an old
+            // address, the maintenance thread's `file_len`) would publish
+            // the file again, and keep its descriptor, its map and its
+            // deleted blocks until the store closes.
             let _opening = self.opening.lock();
             let mut table = Table::clone(&self.open.load());
             table.remove(&seg);
             self.open.store(Arc::new(table));
-        }
-        match std::fs::remove_file(self.path(seg)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
+            match std::fs::remove_file(self.path(seg)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         sync_dir(&self.dir)
     }
