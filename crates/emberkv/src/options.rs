@@ -43,7 +43,7 @@ pub struct Options {
     /// When `true` (the default), gets read cold records through a
     /// read-only memory map of each segment file: a record in the OS page
     /// cache costs a copy and its checksum, no system call (out of cache,
-    /// uniform reads went from 0.9x to 2.0x LMDB in the benchmark harness;
+    /// uniform reads went from 0.66x to 2.11x LMDB in the benchmark harness;
     /// see `docs/PERFORMANCE.md`), and a page the kernel has to read in
     /// costs one 4 KiB read (read-ahead is turned off for the maps). The
     /// mapped pages the gets touch count in the process's resident set as
