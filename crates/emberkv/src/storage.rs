@@ -31,9 +31,11 @@
 //! not map its pages into the process. A map covers the segment's whole
 //! address range but is read only below the bytes written to the file,
 //! since touching a mapped page wholly past the end of a file raises
-//! `SIGBUS`; the store never shrinks a segment file while it is open for
-//! reads (only recovery cuts a torn tail, before any get), and it holds
-//! the directory's lock against other emberkv processes. A map that cannot
+//! `SIGBUS`; the store never cuts an open segment file below the bytes
+//! written while gets may read it (only recovery cuts a torn tail, before
+//! any get; the cuts below give back only what was allocated ahead of the
+//! writes), and it holds the directory's lock against other emberkv
+//! processes. A map that cannot
 //! be made (address space or the map count limit, `vm.max_map_count`)
 //! leaves that segment to positioned reads.
 //!
@@ -66,7 +68,7 @@ use crate::sync::{ArcSwap, Mutex};
 /// for segments of 64 MiB or more (the default is 256 MiB), none for
 /// smaller ones, where a 1 MiB allocation would be a large share of the
 /// segment.
-pub(crate) fn preallocate_bytes(segment_size: u64) -> u64 {
+fn preallocate_bytes(segment_size: u64) -> u64 {
     if segment_size >= 64 << 20 { 1 << 20 } else { 0 }
 }
 
@@ -87,7 +89,8 @@ pub(crate) struct Segment {
     written: AtomicU64,
     /// The file's length: `written` plus what was allocated ahead of the
     /// writes. Changed only by the flushing writer (under the log's flush
-    /// lock), by the creation of the next segment and by `trim`.
+    /// lock) and by cuts (the next segment's creation, `trim`,
+    /// `truncate`).
     allocated: AtomicU64,
 }
 
@@ -96,10 +99,11 @@ impl Segment {
         let written = file.metadata()?.len();
         // SAFETY: the map is only ever read, and only below `written`
         // bytes, which the file holds for as long as it is open: the store
-        // never shrinks an open segment's file except in `truncate`, which
-        // lowers `written` first and runs in recovery, before any read of
-        // the map (the module's docs say what lies outside the store's
-        // control).
+        // shrinks an open segment's file only in `cut`, which lowers
+        // `written` first; it cuts below the bytes written only in
+        // `truncate`, in recovery before any read of the map, and otherwise
+        // only what was allocated ahead of them (the module's docs say what
+        // lies outside the store's control).
         let map = map_bytes
             .and_then(|len| usize::try_from(len).ok())
             .and_then(|len| unsafe { MmapOptions::new().len(len).map(&file) }.ok());
@@ -131,8 +135,8 @@ pub(crate) struct Segments {
     opening: Mutex<()>,
     /// Whether segments are mapped for [`Segments::with_mapped`].
     map_reads: bool,
-    /// Whether writes allocate files ahead of them.
-    preallocate: bool,
+    /// Bytes by which writes allocate files ahead of them (0: none).
+    allocate_ahead: u64,
     /// Test hook: the segment whose fdatasyncs fail with `EIO`.
     #[cfg(test)]
     pub(crate) fail_sync_of: std::sync::atomic::AtomicU64,
@@ -153,7 +157,7 @@ impl Segments {
             open: ArcSwap::from_pointee(Table::new()),
             opening: Mutex::new(()),
             map_reads: false,
-            preallocate: false,
+            allocate_ahead: 0,
             #[cfg(test)]
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
             #[cfg(test)]
@@ -171,7 +175,7 @@ impl Segments {
     ) -> Segments {
         Segments {
             map_reads,
-            preallocate: true,
+            allocate_ahead: preallocate_bytes(1 << segment_bits),
             ..Segments::new(dir, segment_bits, store_id)
         }
     }
@@ -429,16 +433,12 @@ impl Segments {
         let segment = self.open(self.segment_of(addr))?;
         let off = self.offset_in_segment(addr);
         let end = off + bytes.len() as u64;
-        if self.preallocate
-            && end > segment.allocated.load(Ordering::Relaxed)
-            && preallocate_bytes(self.segment_size()) > 0
-        {
-            allocate_ahead(&segment, end, self.segment_size());
+        if self.allocate_ahead > 0 && end > segment.allocated.load(Ordering::Relaxed) {
+            let to = end.saturating_add(self.allocate_ahead);
+            allocate(&segment, to.min(self.segment_size()));
         }
         segment.file.write_all_at(bytes, off)?;
-        segment
-            .written
-            .fetch_max(off + bytes.len() as u64, Ordering::Release);
+        segment.written.fetch_max(end, Ordering::Release);
         Ok(())
     }
 
@@ -489,15 +489,11 @@ impl Segments {
     }
 }
 
-/// Allocates `segment`'s file from its length to [`preallocate_bytes`]
-/// past `end` (at most `segment_size`). A failure (a full disk, a file
-/// system without `fallocate`) is no error: the write that follows
-/// extends the file itself, and reports a real lack of room.
-fn allocate_ahead(segment: &Segment, end: u64, segment_size: u64) {
+/// Allocates `segment`'s file from its length up to `to` bytes. A failure
+/// (a full disk, a file system without `fallocate`) is no error: the write
+/// that follows extends the file itself, and reports a real lack of room.
+fn allocate(segment: &Segment, to: u64) {
     let from = segment.allocated.load(Ordering::Relaxed);
-    let to = end
-        .saturating_add(preallocate_bytes(segment_size))
-        .min(segment_size);
     let (Ok(offset), Ok(len)) = (
         libc::off_t::try_from(from),
         libc::off_t::try_from(to - from),

@@ -6,22 +6,15 @@
 //!
 //! One test in its own binary, since resident memory is per process.
 
-use emberkv::{Db, Options};
+mod budget;
 
-/// Resident set size of this process, in bytes (Linux `/proc`).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
+use budget::{KEYS, VALUE, load, read_back, status_bytes};
+use emberkv::{Db, Options};
 
 #[test]
 fn resident_memory_stays_within_the_hot_tier_and_read_cache_budget() {
     const HOT: usize = 16 << 20;
     const CACHE: usize = 8 << 20;
-    const VALUE: usize = 4096;
-    const KEYS: u32 = 65_536; // 256 MiB of values: 16 times the budget
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
@@ -34,24 +27,17 @@ fn resident_memory_stays_within_the_hot_tier_and_read_cache_budget() {
             .compaction_garbage(None),
     )
     .unwrap();
-    let before = rss_bytes();
-    let mut value = vec![0u8; VALUE];
-    for k in 0..KEYS {
-        value[..4].copy_from_slice(&k.to_le_bytes());
-        value[VALUE - 1] = k as u8;
-        db.insert(&k.to_le_bytes(), &value).unwrap();
-    }
-    let mut buf = Vec::with_capacity(VALUE);
+    let before = status_bytes("VmRSS:");
+    load(&db);
     // Every 7th key (37 MiB of cold records, more than the read cache
     // holds), then the first 1,500 keys three times over (6 MiB of records
     // read again, which the read cache keeps).
-    let reads = (0..KEYS).step_by(7).chain((0..3).flat_map(|_| 0..1_500));
-    for k in reads {
-        assert!(db.get_into(&k.to_le_bytes(), &mut buf).unwrap());
-        assert_eq!((&buf[..4], buf[VALUE - 1]), (&k.to_le_bytes()[..], k as u8));
-    }
+    read_back(
+        &db,
+        (0..KEYS).step_by(7).chain((0..3).flat_map(|_| 0..1_500)),
+    );
     let stats = db.stats().unwrap();
-    let grown = rss_bytes().saturating_sub(before);
+    let grown = status_bytes("VmRSS:").saturating_sub(before);
     let allowed = (HOT + CACHE) as u64 + stats.index_bytes as u64 + (16 << 20);
     assert!(
         grown <= allowed,

@@ -7,21 +7,14 @@
 //!
 //! One test in its own binary, since resident memory is per process.
 
-use emberkv::{Db, Options};
+mod budget;
 
-/// A field of `/proc/self/status`, in bytes.
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
+use budget::{KEYS, VALUE, load, read_back, status_bytes};
+use emberkv::{Db, Options};
 
 #[test]
 fn allocated_memory_stays_within_the_hot_tier_budget_with_mapped_reads() {
     const HOT: usize = 16 << 20;
-    const VALUE: usize = 4096;
-    const KEYS: u32 = 65_536; // 256 MiB of values: 16 times the budget
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
@@ -33,20 +26,13 @@ fn allocated_memory_stays_within_the_hot_tier_budget_with_mapped_reads() {
     )
     .unwrap();
     let (anon, file) = (status_bytes("RssAnon:"), status_bytes("RssFile:"));
-    let mut value = vec![0u8; VALUE];
-    for k in 0..KEYS {
-        value[..4].copy_from_slice(&k.to_le_bytes());
-        value[VALUE - 1] = k as u8;
-        db.insert(&k.to_le_bytes(), &value).unwrap();
-    }
-    let mut buf = Vec::with_capacity(VALUE);
+    load(&db);
     // Every 3rd key (85 MiB of cold records), then the first 1,500 keys
     // three times over.
-    let reads = (0..KEYS).step_by(3).chain((0..3).flat_map(|_| 0..1_500));
-    for k in reads {
-        assert!(db.get_into(&k.to_le_bytes(), &mut buf).unwrap());
-        assert_eq!((&buf[..4], buf[VALUE - 1]), (&k.to_le_bytes()[..], k as u8));
-    }
+    read_back(
+        &db,
+        (0..KEYS).step_by(3).chain((0..3).flat_map(|_| 0..1_500)),
+    );
     let stats = db.stats().unwrap();
     let grown = status_bytes("RssAnon:").saturating_sub(anon);
     let mapped = status_bytes("RssFile:").saturating_sub(file);

@@ -672,26 +672,24 @@ impl Log {
         drop(pages);
         // Through the segment's map when it has one (the OS page cache is
         // then the read cache), else through the read cache.
-        let mapped = read_mapped(&self.storage, addr, out);
-        let lookup = match mapped {
-            Some(_) => Lookup::Miss { admit: false },
-            None => self.cache.get(addr, out),
-        };
-        let header = if let Some(header) = mapped {
-            header?
-        } else if lookup == Lookup::Hit {
-            Header::parse(out, addr)?
-        } else {
-            // Guess the record is as long as the last cold one: with values
-            // of similar sizes, one read of just that many bytes (a 4 KiB
-            // guess copies and zeroes four times what a 1 KiB value needs).
-            let guess = self.cold_read_guess.load(Ordering::Relaxed);
-            let header = read_cold_guessing(&self.storage, addr, out, guess)?;
-            self.cold_read_guess.store(
-                header.total_len().clamp(HEADER_BYTES, COLD_READ_BYTES),
-                Ordering::Relaxed,
-            );
-            header
+        let (header, lookup) = match read_mapped(&self.storage, addr, out) {
+            Some(header) => (header?, Lookup::Miss { admit: false }),
+            None => match self.cache.get(addr, out) {
+                Lookup::Hit => (Header::parse(out, addr)?, Lookup::Hit),
+                miss => {
+                    // Guess the record is as long as the last cold one: with
+                    // values of similar sizes, one read of just that many
+                    // bytes (a 4 KiB guess copies and zeroes four times what
+                    // a 1 KiB value needs).
+                    let guess = self.cold_read_guess.load(Ordering::Relaxed);
+                    let header = read_cold_guessing(&self.storage, addr, out, guess)?;
+                    self.cold_read_guess.store(
+                        header.total_len().clamp(HEADER_BYTES, COLD_READ_BYTES),
+                        Ordering::Relaxed,
+                    );
+                    (header, miss)
+                }
+            },
         };
         // A hit is verified too: the cache saves the read, not the check.
         let record = Record::verify(header, out, addr)?;
@@ -856,10 +854,7 @@ pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Res
 /// cannot be read that way (see [`Segments::with_mapped`]).
 fn read_mapped(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Option<Result<Header>> {
     storage.with_mapped(addr, |bytes| {
-        let header = Header::parse(bytes, addr)?;
-        if header.is_pad() {
-            return Err(Error::corruption(addr, "index points at a pad record"));
-        }
+        let header = cold_header(bytes, addr)?;
         let record = bytes
             .get(..header.total_len())
             .ok_or_else(|| Error::corruption(addr, "record past end of segment"))?;
@@ -867,6 +862,18 @@ fn read_mapped(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Option<Resul
         buf.extend_from_slice(record);
         Ok(header)
     })
+}
+
+/// The header of the cold record at `addr`, which `bytes` start with.
+///
+/// # Errors
+/// [`Error::Corruption`] when the header is invalid or names a pad.
+fn cold_header(bytes: &[u8], addr: u64) -> Result<Header> {
+    let header = Header::parse(bytes, addr)?;
+    if header.is_pad() {
+        return Err(Error::corruption(addr, "index points at a pad record"));
+    }
+    Ok(header)
 }
 
 /// [`read_cold`] with a first read of `guess` bytes (at least a header).
@@ -882,10 +889,7 @@ fn read_cold_guessing(
     if n < HEADER_BYTES {
         return Err(Error::corruption(addr, "record header past end of segment"));
     }
-    let header = Header::parse(buf, addr)?;
-    if header.is_pad() {
-        return Err(Error::corruption(addr, "index points at a pad record"));
-    }
+    let header = cold_header(buf, addr)?;
     let total = header.total_len();
     if total > n {
         buf.resize(total, 0);
