@@ -336,15 +336,15 @@ struct Found {
 }
 
 impl Found {
-    /// Copies the record at `addr` out of the scan buffer, compressing its
-    /// value if the store compresses, the value is stored raw, the record
-    /// is the key's newest and unexpired at `now_ms` (garbage is not worth
-    /// compressing), and compaction is not behind the writers (then every
-    /// cycle goes to reclaiming space: compressing would slow the copying
-    /// that the throttled writers wait for). Runs before the group takes
-    /// any shard lock: compressing 1 KiB takes microseconds.
-    fn of(core: &Core, addr: u64, record: &Record<'_>, now_ms: u64) -> Found {
-        let hash = core.hasher.hash(record.key);
+    /// Copies the record at `addr`, of key hash `hash`, out of the scan
+    /// buffer, compressing its value if the store compresses, the value is
+    /// stored raw and unexpired at `now_ms`, and compaction is not behind
+    /// the writers (then every cycle goes to reclaiming space: compressing
+    /// would slow the copying that the throttled writers wait for). The
+    /// caller found the record to be its key's newest (or a tombstone):
+    /// garbage is never copied out. Runs before the group takes any shard
+    /// lock: compressing 1 KiB takes microseconds.
+    fn of(core: &Core, addr: u64, hash: u64, record: &Record<'_>, now_ms: u64) -> Found {
         let mut found = Found {
             addr,
             hash,
@@ -361,10 +361,9 @@ impl Found {
             && !record.header.is_compressed()
             && !core.compaction_is_behind()
             && record.is_live(now_ms)
-            && record.stored_value.len() >= MIN_COMPRESS_BYTES
-            && is_newest(core, hash, addr))
-        .then(|| codec.compress(record.stored_value, &mut found.value))
-        .flatten();
+            && record.stored_value.len() >= MIN_COMPRESS_BYTES)
+            .then(|| codec.compress(record.stored_value, &mut found.value))
+            .flatten();
         match compressed_now {
             Some(flags) => found.value_flags = flags,
             None => {
@@ -396,7 +395,15 @@ fn compact_segment(
     let mut milestones = *core.log.milestones.lock();
     let now = clock::now_ms();
     for_each_record(core.log.storage(), seg, u64::MAX, |addr, record| {
-        group.push(Found::of(core, addr, record, now));
+        let hash = core.hasher.hash(record.key);
+        // A value the index no longer points at is garbage for good (an
+        // entry never returns to an older address, and no other pass runs):
+        // it is left behind without being copied out or locked for. The
+        // group's check under the shard locks still decides for the rest.
+        if !record.header.is_tombstone() && !is_newest(core, hash, addr) {
+            return Ok(());
+        }
+        group.push(Found::of(core, addr, hash, record, now));
         group_bytes += record.header.total_len();
         if group_bytes >= GROUP_BYTES {
             let (records, bytes) = compact_group(core, &group, oldest)?;
