@@ -28,5 +28,12 @@ if ! cargo +nightly miri setup >/dev/null 2>&1; then
     echo "miri: SKIPPED (cargo miri setup failed on this toolchain)"
     exit 0
 fi
+# Miri's test binary is a stub that compiles the crate again when run, from
+# the directory it was built in; with a target directory shared between
+# checkouts (a clean clone for CI beside a working tree), cargo may find that
+# stub fresh and test another checkout's sources. Forget the crate's own
+# Miri build (its dependencies stay) so this checkout's code is what runs.
+host=$(rustc +nightly -vV | sed -n 's/^host: //p')
+cargo +nightly clean -q -p emberkv --target-dir "$CARGO_TARGET_DIR/miri" --target "$host"
 echo "== miri: log::page"
 cargo +nightly miri test -p emberkv --lib log::page
