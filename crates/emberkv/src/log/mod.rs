@@ -39,6 +39,7 @@ use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard};
 pub(crate) use page::Page;
+use page::PagePool;
 
 /// log2 of the page size.
 pub(crate) const PAGE_BITS: u32 = 20;
@@ -158,6 +159,8 @@ pub(crate) struct Log {
     /// Signalled whenever a page is sealed, so the flusher starts writing it.
     pub(crate) page_sealed: Condvar,
     pub(crate) page_sealed_lock: Mutex<()>,
+    /// Buffers of evicted pages, for the next pages.
+    page_pool: Arc<PagePool>,
 }
 
 impl Log {
@@ -173,6 +176,7 @@ impl Log {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
+        let page_pool = Arc::new(PagePool::new(PAGE_BYTES));
         if tail == seg_start && seg > 0 {
             // The log ends exactly at the end of a full segment: the next
             // segment's header must say so when the flusher creates it.
@@ -199,7 +203,7 @@ impl Log {
             } else {
                 PAGE_BYTES
             };
-            (tail, Page::new(start, tail, len))
+            (tail, Page::recycled(&page_pool, start, tail, len))
         };
         let page = Arc::new(page);
         Log {
@@ -230,6 +234,7 @@ impl Log {
             poisoned: AtomicBool::new(false),
             page_sealed: Condvar::new(),
             page_sealed_lock: Mutex::new(()),
+            page_pool,
             milestones: Mutex::new(0),
             milestone_reached: Condvar::new(),
         }
@@ -423,7 +428,12 @@ impl Log {
         } else {
             start + SEGMENT_HEADER_BYTES
         };
-        let page = Arc::new(Page::new(start, mem_start, bytes as usize));
+        let page = Arc::new(Page::recycled(
+            &self.page_pool,
+            start,
+            mem_start,
+            bytes as usize,
+        ));
         let mut pages = Vec::clone(&self.pages.load());
         pages.push(Arc::clone(&page));
         self.pages.store(Arc::new(pages));
