@@ -67,6 +67,7 @@ fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
         // Errors poison the log, and every later write reports them; the
         // flusher keeps running so that `sync` and `close` still answer.
         let _ = log.write_sealed();
+        log.stock_pages();
         if Instant::now() >= next_sync {
             let _ = log.sync_all();
             next_sync = Instant::now() + interval;

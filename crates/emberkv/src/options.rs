@@ -27,7 +27,9 @@ pub struct Options {
     /// log grows, one 1 MiB page at a time, and flushed pages leave it,
     /// oldest first, once it is full. At most 64 MiB of it (or all of it,
     /// when smaller) waits unflushed: a writer past that writes the log
-    /// out itself. Default 256 MiB; at least 4 pages (4 MiB).
+    /// out itself. Default 256 MiB; at least 4 pages (4 MiB). Up to 4
+    /// more 1 MiB buffers are kept beside it, for the next pages: those of
+    /// pages that left, and (from the flusher) freshly faulted-in ones.
     pub hot_bytes: usize,
     /// Memory for the read cache, in bytes: cold records (those no longer
     /// in the hot tier) that are read again, so that their next get costs

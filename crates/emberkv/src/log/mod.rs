@@ -93,6 +93,11 @@ struct Appender {
     records: u64,
 }
 
+/// Page buffers the flusher keeps ready, faulted in, for the appender's
+/// next pages: two, so that a page sealed between two wakes of the flusher
+/// still finds one.
+const STOCKED_PAGES: usize = 2;
+
 /// Longest a group-commit leader waits for writers to join (200 µs).
 const MAX_GATHER: Duration = Duration::from_micros(200);
 
@@ -483,6 +488,12 @@ impl Log {
             self.pages.store(Arc::new(pages[1..].to_vec()));
         }
         Ok(())
+    }
+
+    /// Fills the pool of page buffers up to [`STOCKED_PAGES`], off the write
+    /// path (the flusher calls it after each write of sealed pages).
+    pub(crate) fn stock_pages(&self) {
+        self.page_pool.stock(STOCKED_PAGES);
     }
 
     /// Writes every published byte not yet written to the segment files

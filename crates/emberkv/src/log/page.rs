@@ -15,7 +15,9 @@
 //! it as it is: its old bytes are never read, since every read is of a
 //! published range, which the appender wrote since. Reusing buffers spares
 //! the appender a page fault and the kernel's zeroing per 4 KiB of fresh
-//! memory, taken under the append lock.
+//! memory, taken under the append lock; before the hot tier first fills
+//! (so before pages leave it), the flusher stocks the pool with buffers
+//! whose memory it faulted in itself ([`PagePool::stock`]).
 
 use std::cell::UnsafeCell;
 use std::sync::Arc;
@@ -43,6 +45,20 @@ impl PagePool {
         PagePool {
             buffer_len,
             free: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Allocates buffers, each with its memory faulted in, until the pool
+    /// holds `count` (at most its bound): run off the write path (by the
+    /// flusher), so that the appender, under its lock, seldom meets fresh
+    /// memory even before the hot tier first fills and evicts.
+    pub(crate) fn stock(&self, count: usize) {
+        while self.free.lock().len() < count.min(POOL_BUFFERS) {
+            let buffer = faulted_in(self.buffer_len);
+            let mut free = self.free.lock();
+            if free.len() < POOL_BUFFERS {
+                free.push(buffer);
+            }
         }
     }
 
@@ -196,7 +212,20 @@ impl Drop for Page {
 
 /// A zeroed buffer of `len` bytes.
 fn zeroed(len: usize) -> Buffer {
-    let bytes: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+    into_cells(vec![0u8; len].into_boxed_slice())
+}
+
+/// A buffer of `len` bytes whose every 4 KiB memory page has been written
+/// once, so that the kernel has mapped it (its contents are not zero).
+fn faulted_in(len: usize) -> Buffer {
+    let mut bytes = vec![0u8; len].into_boxed_slice();
+    for byte in bytes.iter_mut().step_by(4096) {
+        *byte = 1;
+    }
+    into_cells(bytes)
+}
+
+fn into_cells(bytes: Box<[u8]>) -> Buffer {
     // SAFETY: `UnsafeCell<u8>` has the same layout as `u8`
     // (`#[repr(transparent)]`), so a boxed slice of one is a boxed slice of
     // the other with the same length and allocation.
@@ -302,6 +331,21 @@ mod tests {
             .collect();
         drop(pages);
         assert_eq!(pool.len(), POOL_BUFFERS);
+    }
+
+    #[test]
+    fn stocked_buffers_serve_the_next_pages_up_to_the_bound() {
+        let pool = Arc::new(PagePool::new(8192));
+        pool.stock(2);
+        assert_eq!(pool.len(), 2);
+        pool.stock(POOL_BUFFERS + 5);
+        assert_eq!(pool.len(), POOL_BUFFERS);
+        let page = Page::recycled(&pool, 0, 0, 8192);
+        assert_eq!(pool.len(), POOL_BUFFERS - 1);
+        // SAFETY: single thread; the range is written before it is read.
+        unsafe { page.fill(4000, 200, |b| b.fill(9)) };
+        // SAFETY: written above.
+        assert!(unsafe { page.read(4000, 200) }.iter().all(|&b| b == 9));
     }
 
     #[test]
