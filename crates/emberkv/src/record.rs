@@ -14,7 +14,8 @@
 //! | then     | v    | value (flag 16: compressed, see `compression.rs`)   |
 //!
 //! A pad fills the rest of a page that the next record does not fit in; its
-//! payload is not covered by the checksum (it is never read). Flag 8 marks a
+//! payload is not covered by the checksum (it is never read; it is written
+//! as zeros, see [`encode_pad`]). Flag 8 marks a
 //! record of a write batch that is followed by more records of the same
 //! batch; the batch's last record has it clear (see `recovery.rs`).
 
@@ -141,11 +142,13 @@ impl<'a> Entry<'a> {
 }
 
 /// Encodes a pad record covering exactly `out.len()` bytes (at least
-/// [`HEADER_BYTES`]).
+/// [`HEADER_BYTES`]), its payload zeroed: a pad may fill a page whose
+/// buffer held an older page, whose bytes must not reach the file.
 pub(crate) fn encode_pad(out: &mut [u8]) {
     debug_assert!(out.len() >= HEADER_BYTES);
     let payload = (out.len() - HEADER_BYTES) as u32;
-    let header = &mut out[..HEADER_BYTES];
+    let (header, rest) = out.split_at_mut(HEADER_BYTES);
+    rest.fill(0);
     write_header(header, FLAG_PAD, 0, payload);
     let crc = crate::checksum::crc32c(&header[4..]);
     header[..4].copy_from_slice(&crc.to_le_bytes());
@@ -422,12 +425,13 @@ mod tests {
     }
 
     #[test]
-    fn pad_roundtrip_and_payload_is_ignored() {
+    fn pad_roundtrip_zeroes_its_payload() {
         let mut buf = vec![0xAB; 100];
         encode_pad(&mut buf);
         let h = Header::parse(&buf, 0).unwrap();
         assert!(h.is_pad());
         assert_eq!(h.total_len(), 100);
+        assert!(buf[HEADER_BYTES..].iter().all(|&b| b == 0));
         buf[1] ^= 1;
         assert!(Header::parse(&buf, 0).is_err());
     }

@@ -209,7 +209,7 @@ impl Segments {
         format!("{seg:012}{SEGMENT_SUFFIX}")
     }
 
-    fn path(&self, seg: u64) -> PathBuf {
+    pub(crate) fn path(&self, seg: u64) -> PathBuf {
         self.dir.join(self.file_name(seg))
     }
 

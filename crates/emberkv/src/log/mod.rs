@@ -960,6 +960,45 @@ mod tests {
         log.append(&entry).unwrap() + entry.len() as u64
     }
 
+    /// Regression (review of the page pool, 2026-12-01): a pad wrote only
+    /// its header, so padding a page whose buffer an evicted page had held
+    /// sent that page's old bytes (records since overwritten or removed)
+    /// to the segment file as the pad's payload.
+    #[test]
+    fn pads_in_reused_page_buffers_reach_the_file_zeroed() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4 MiB segments, a hot tier of 4 pages: pages leave it, and their
+        // buffers come back, long before the log ends.
+        let log = log_in(dir.path(), 22, 4 << 20, 0);
+        // Record lengths that put page ends at ever different offsets, so a
+        // pad covers bytes that were a record in the buffer's last page.
+        let mut i = 0u32;
+        while log.tail() < 24 << 20 {
+            let len = 200 + (i as usize * 7919) % 2800;
+            append_numbered(&log, i, &vec![0xEE; len]);
+            i += 1;
+        }
+        log.sync_all().unwrap();
+        let (mut pads, mut dirty) = (0, 0);
+        for seg in log.storage.list().unwrap() {
+            let bytes = std::fs::read(log.storage.path(seg)).unwrap();
+            let written = log.storage.written_len(seg).unwrap() as usize;
+            let mut pos = SEGMENT_HEADER_BYTES as usize;
+            while pos < written {
+                let addr = log.storage.segment_start(seg) + pos as u64;
+                let header = Header::parse(&bytes[pos..], addr).unwrap();
+                if header.is_pad() {
+                    pads += 1;
+                    let payload = &bytes[pos + HEADER_BYTES..pos + header.total_len()];
+                    dirty += usize::from(payload.iter().any(|&b| b != 0));
+                }
+                pos += header.total_len();
+            }
+        }
+        assert!(pads > 10, "only {pads} pads: the test lost its point");
+        assert_eq!(dirty, 0, "{dirty} of {pads} pads carried old bytes");
+    }
+
     #[test]
     fn the_log_span_is_bounded_so_index_entries_stay_unambiguous() {
         assert!(span_fits(0, MAX_LOG_SPAN));

@@ -12,8 +12,10 @@
 //!
 //! The buffer of an evicted page goes back to a [`PagePool`] when the last
 //! reference to the page is dropped, and a new page of the same size takes
-//! it as it is: its old bytes are never read, since every read is of a
-//! published range, which the appender wrote since. Reusing buffers spares
+//! it as it is: its old bytes are never read, since every read (a get, or
+//! the flusher's write to the file) is of a published range, every byte of
+//! which the appender wrote since (a record in full, a pad with its payload
+//! zeroed). Reusing buffers spares
 //! the appender a page fault and the kernel's zeroing per 4 KiB of fresh
 //! memory, taken under the append lock; before the hot tier first fills
 //! (so before pages leave it), the flusher stocks the pool with buffers
@@ -24,9 +26,9 @@ use std::sync::Arc;
 
 use crate::sync::Mutex;
 
-/// Most buffers a [`PagePool`] keeps (so at most 4 MiB of 1 MiB pages
-/// beyond the hot tier's budget; in a steady state a page is evicted as
-/// each is started, and the pool holds one buffer at most).
+/// Most buffers a [`PagePool`] keeps: at most 4 MiB of 1 MiB pages beyond
+/// the hot tier's budget (the flusher stocks two; a full hot tier evicts a
+/// page as each is started, and the next page takes its buffer back).
 const POOL_BUFFERS: usize = 4;
 
 type Buffer = Box<[UnsafeCell<u8>]>;
@@ -80,7 +82,7 @@ pub(crate) struct Page {
     pool: Option<Arc<PagePool>>,
 }
 
-// SAFETY: the bytes are only mutated through `write`, whose contract (one
+// SAFETY: the bytes are only mutated through `fill`, whose contract (one
 // writer at a time, on a range no reader has been told about) rules out data
 // races; everything else in a `Page` is immutable (the pool it points at
 // is behind a mutex), and the buffer goes to the pool only in `drop`.
@@ -101,8 +103,9 @@ impl Page {
 
     /// A page of `len` bytes starting at log address `start`, whose first
     /// live byte is `mem_start`, in a buffer taken from `pool` when it holds
-    /// one of that size (its bytes are then those of an earlier page, never
-    /// read: see the module docs), else zeroed. The buffer goes back to
+    /// one of that size (its bytes are then those of an earlier page, to be
+    /// written over before they are read: see the module docs), else
+    /// zeroed. The buffer goes back to
     /// `pool` when the page is dropped.
     pub(crate) fn recycled(pool: &Arc<PagePool>, start: u64, mem_start: u64, len: usize) -> Page {
         debug_assert!(mem_start >= start && mem_start <= start + len as u64);
