@@ -64,7 +64,7 @@ pub struct Options {
     /// reads, but a thread spawn may then fail). When `false`, gets read
     /// by positioned reads
     /// (`pread`) through the read cache. Compaction, iteration, recovery
-    /// and [`crate::check`] read by positioned reads either way.
+    /// and [`crate::check()`] read by positioned reads either way.
     pub map_cold_reads: bool,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the
