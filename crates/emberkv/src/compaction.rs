@@ -288,6 +288,11 @@ fn compact_segments(
     let storage = core.log.storage();
     let mut copied_bytes = 0;
     let mut deleted = 0;
+    // The segments are sealed: nothing is appended to them any more. A
+    // writer may still hold its shard lock between appending a record to
+    // one of them and pointing the index at it; the scan's lock-free check
+    // would take that record for garbage. Wait for such writers first.
+    core.index.wait_for_writers();
     for &seg in segments {
         let oldest = storage
             .list()?
@@ -557,6 +562,56 @@ mod tests {
     fn segment_of_tail(db: &Db) -> u64 {
         let log = &db.core().log;
         log.storage().segment_of(log.tail())
+    }
+
+    /// Regression (attack review, 2026-12-01): the scan skips a value the
+    /// index does not point at without taking the shard lock, so a record a
+    /// writer has appended but not yet indexed (the writer preempted between
+    /// the two, holding its shard lock) would be taken for garbage and its
+    /// segment retired, leaving the index pointing into a deleted file.
+    /// `run` and `Db::compact` happened to wait for such writers (their
+    /// live-byte count locks every shard after the segments are sealed);
+    /// `recompress` did not. `compact_segments` now waits itself. The
+    /// writer here pauses at that point while compaction has half a second
+    /// to run into it: a slow machine may miss the bug, it cannot fail a
+    /// correct build.
+    #[test]
+    fn a_record_appended_but_not_yet_indexed_is_not_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(open_with(dir.path(), Compression::None));
+        db.insert(b"key", b"first").unwrap();
+        fill_to(&db, 1);
+        let (appended_tx, appended) = std::sync::mpsc::channel::<()>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let writer = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                crate::db::set_after_append_hook(Box::new(move || {
+                    appended_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                }));
+                db.insert(b"key", b"second, in segment 1").unwrap();
+            })
+        };
+        appended.recv().unwrap();
+        let core = db.core();
+        core.log.seal_segment().unwrap();
+        core.log.write_out().unwrap();
+        let compactor = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                compact_segments(db.core(), &[1], &mut || Ok(())).unwrap();
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        go.send(()).unwrap();
+        writer.join().unwrap();
+        compactor.join().unwrap();
+        let second = Some(&b"second, in segment 1"[..]);
+        assert_eq!(db.get(b"key").unwrap().as_deref(), second);
+        drop(db);
+        let db = open_with(dir.path(), Compression::None);
+        assert_eq!(db.get(b"key").unwrap().as_deref(), second);
     }
 
     /// Inserts filler until the tail is in segment `seg`.

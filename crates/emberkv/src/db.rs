@@ -246,6 +246,8 @@ impl Core {
                 }
             };
             let addr = self.log.append(&entry)?;
+            #[cfg(test)]
+            run_after_append_hook();
             if let Some(c) = &current {
                 self.forget(&mut writer, c);
             }
@@ -1063,6 +1065,30 @@ impl std::fmt::Debug for Db {
             .field("durable", &self.core.log.durable())
             .finish_non_exhaustive()
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: run by this thread's writes between appending a record
+    /// and pointing the index at it (see [`set_after_append_hook`]).
+    static AFTER_APPEND: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Makes the calling thread's writes run `hook` after appending their
+/// record and before setting its index entry, with the shard lock held.
+#[cfg(test)]
+pub(crate) fn set_after_append_hook(hook: Box<dyn FnMut()>) {
+    AFTER_APPEND.with(|h| *h.borrow_mut() = Some(hook));
+}
+
+#[cfg(test)]
+fn run_after_append_hook() {
+    AFTER_APPEND.with(|h| {
+        if let Some(hook) = h.borrow_mut().as_mut() {
+            hook();
+        }
+    });
 }
 
 #[cfg(test)]

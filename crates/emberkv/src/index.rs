@@ -556,6 +556,18 @@ impl Index {
         Ok(None)
     }
 
+    /// Returns once every writer that held a shard's lock when it was
+    /// called has let go of it: locks and unlocks each shard in turn.
+    /// Every record is appended under its key's shard lock and the index
+    /// set before that lock is released, so after this call every record
+    /// appended before it has its index entry in place (compaction relies
+    /// on it, see `compaction::compact_segments`).
+    pub(crate) fn wait_for_writers(&self) {
+        for shard in self.shards.iter() {
+            drop(shard.writer.lock());
+        }
+    }
+
     /// Locks shard `shard` for writing. A thread holding several shards
     /// must lock them in ascending order.
     pub(crate) fn writer(&self, number: usize) -> ShardWriter<'_> {
