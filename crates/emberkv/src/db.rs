@@ -1317,10 +1317,7 @@ mod tests {
         }
         db.core().log.sync_all().unwrap();
         let covered = db.core().log.durable();
-        let segment = dir.path().join(db.core().log.storage().file_name(0));
-        // Segment 0 starts at address 0; its file is allocated ahead of
-        // the records, so its length says nothing of what is durable.
-        let durable_len = covered;
+        let segment = db.core().log.storage().path(0);
         for i in 100..200 {
             db.insert(&key(i), b"lost").unwrap();
         }
@@ -1328,12 +1325,14 @@ mod tests {
         checkpoint::write(dir.path(), core.store_id, &core.index, covered, || Ok(())).unwrap();
         let crafted = std::fs::read(&checkpoint).unwrap();
         db.close().unwrap();
-        // The crash: the log cut back to what was durable, that checkpoint.
+        // The crash: the log cut back to what was durable (segment 0 starts
+        // at address 0; its file's length says nothing of that, since it is
+        // allocated ahead of the records), that checkpoint.
         std::fs::OpenOptions::new()
             .write(true)
             .open(&segment)
             .unwrap()
-            .set_len(durable_len)
+            .set_len(covered)
             .unwrap();
         std::fs::write(&checkpoint, crafted).unwrap();
         let db = Db::open(dir.path(), options).unwrap();

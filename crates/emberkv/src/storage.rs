@@ -626,10 +626,7 @@ mod tests {
         const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
         let dir = tempfile::tempdir().unwrap();
         let segments = Segments::for_store(dir.path(), BIG, 7, true);
-        let len = |seg| {
-            let name = segments.file_name(seg);
-            std::fs::metadata(dir.path().join(name)).unwrap().len()
-        };
+        let len = |seg| std::fs::metadata(segments.path(seg)).unwrap().len();
         let at = SEGMENT_HEADER_BYTES;
         segments.create(0, 0).unwrap();
         segments.write_at(at, &[5; 1000]).unwrap();
