@@ -59,13 +59,13 @@ enum Command {
     /// Runs the board's pages with every engine: read-heavy (readrandom
     /// and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest
     /// on 300,000 keys with each engine's own caches bounded to 32 MiB),
-    /// write-ingest (fillrandom, overwrite on 100,000 keys) and scaling
+    /// write-ingest (fillseq, fillrandom, overwrite on 100,000 keys) and scaling
     /// (cache-resident readrandom with 1, 2 and 4 client threads besides
     /// the run's own).
     #[command(long_about = "Runs the board's pages with every engine: read-heavy \
         (readrandom and ycsb-c on 100,000 cache-resident keys; readrandom and readlatest on \
         300,000 keys with each engine's own caches bounded to 32 MiB), write-ingest \
-        (fillrandom, overwrite on 100,000 keys) and scaling (cache-resident readrandom with \
+        (fillseq, fillrandom, overwrite on 100,000 keys) and scaling (cache-resident readrandom with \
         1, 2 and 4 client threads besides the run's own). Each engine runs each scenario in \
         its own child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
         2 s once and finishes in about 5 minutes on 2 cores.\n\nRocksDB is behind the \
@@ -281,7 +281,7 @@ fn board_scenarios() -> Vec<Scenario> {
             name: "ingest".to_owned(),
             keys: RESIDENT_KEYS,
             resident_budget: None,
-            workloads: vec![Workload::FillRandom, Workload::Overwrite],
+            workloads: vec![Workload::FillSeq, Workload::FillRandom, Workload::Overwrite],
             threads: None,
         },
     ];
