@@ -58,6 +58,11 @@ pub struct Config {
     pub compressibility: f64,
     /// Measured repetitions of each cell.
     pub reps: u32,
+    /// How long the store sits idle after a steady write-only cell
+    /// (`overwrite`) before its space is measured a second time, "at rest":
+    /// the space its background compaction leaves once writers stop.
+    #[serde(default)]
+    pub settle: Duration,
     /// Whether to draw progress bars (on standard error).
     pub progress: bool,
 }
@@ -302,6 +307,14 @@ impl<'a> Bench<'a> {
         }
         self.engine().sync().context("sync after the cell")?;
         Ok(Outcome::Measured(m))
+    }
+
+    /// Bytes the store's directory occupies on disk after it sat idle for
+    /// [`Config::settle`] and then a sync: what the engine's background
+    /// work (compaction) leaves once writers stop.
+    pub fn settled_disk_bytes(&self) -> Result<u64> {
+        std::thread::sleep(self.cfg.settle);
+        Ok(self.space()?.0)
     }
 
     /// Bytes the store's directory occupies on disk (allocated blocks)
@@ -790,6 +803,7 @@ mod tests {
             value_size: 200,
             compressibility: 0.5,
             reps: 1,
+            settle: Duration::ZERO,
             progress: false,
         }
     }

@@ -141,6 +141,11 @@ struct Common {
     /// Seed of every generated key order, value and operation stream.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Seconds a store sits idle after an overwrite cell before its space
+    /// amplification is measured again, at rest (after background
+    /// compaction); 0 measures it right away.
+    #[arg(long, default_value_t = 5.0)]
+    settle: f64,
     /// DEFAULT: each engine's shipped durability. FULL: every engine syncs
     /// every write in its own way (stated per engine in the report).
     #[arg(long, value_enum, default_value_t = Durability::Default)]
@@ -163,6 +168,9 @@ impl Common {
         if !(0.0..=1.0).contains(&self.compressibility) {
             bail!("--compressibility must be between 0 and 1");
         }
+        if !(self.settle.is_finite() && self.settle >= 0.0) {
+            bail!("--settle must be a number of seconds, 0 or more");
+        }
         let stop = match (self.ops, self.duration) {
             (Some(n), _) => Stop::Ops(n),
             (None, secs) => {
@@ -181,6 +189,7 @@ impl Common {
             value_size: self.value_size,
             compressibility: self.compressibility,
             reps: self.reps.unwrap_or(default_reps),
+            settle: Duration::from_secs_f64(self.settle),
             progress: !self.quiet && std::io::stdout().is_terminal(),
         })
     }

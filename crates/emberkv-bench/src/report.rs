@@ -107,6 +107,10 @@ pub struct Harness {
     pub load_batch: usize,
     /// Skew of the Zipfian distributions.
     pub zipf_theta: f64,
+    /// Idle time before a steady write-only cell's space is measured at
+    /// rest, in seconds (see [`Metrics::settled_disk_bytes`]).
+    #[serde(default)]
+    pub settle_s: f64,
 }
 
 impl Harness {
@@ -124,6 +128,7 @@ impl Harness {
             compressibility: cfg.compressibility,
             load_batch: LOAD_BATCH,
             zipf_theta: ZIPF_THETA,
+            settle_s: cfg.settle.as_secs_f64(),
         }
     }
 
@@ -248,6 +253,11 @@ pub struct Metrics {
     pub disk_bytes: u64,
     /// Bytes of the keys and values the store holds.
     pub logical_bytes: u64,
+    /// Steady write-only cells (`overwrite`): bytes allocated on disk to
+    /// the store after it then sat idle for [`Harness::settle_s`] and a
+    /// sync.
+    #[serde(default)]
+    pub settled_disk_bytes: Option<u64>,
     /// fsync/fdatasync calls inside the measured windows, for engines
     /// that report them.
     #[serde(default)]
@@ -273,6 +283,7 @@ impl Metrics {
             completed: counted.then_some(m.completed),
             disk_bytes,
             logical_bytes,
+            settled_disk_bytes: None,
             syncs: m.syncs,
         }
     }
@@ -291,6 +302,13 @@ impl Metrics {
     pub fn space_amp(&self) -> Option<f64> {
         (self.logical_bytes > 0 && self.disk_bytes > 0)
             .then(|| self.disk_bytes as f64 / self.logical_bytes as f64)
+    }
+
+    /// [`Metrics::space_amp`] of the store at rest (see
+    /// [`Metrics::settled_disk_bytes`]), when measured.
+    pub fn settled_space_amp(&self) -> Option<f64> {
+        let disk = self.settled_disk_bytes.filter(|&d| d > 0)?;
+        (self.logical_bytes > 0).then(|| disk as f64 / self.logical_bytes as f64)
     }
 }
 
@@ -405,7 +423,9 @@ impl Report {
              engine, in batches of {}. Every read is verified (length and check word; \
              every {}th byte for byte); a wrong answer fails the engine's cell. Space \
              amplification is bytes allocated on disk over logical bytes (keys plus \
-             values held) after the cell and a sync. Peak RSS is `VmHWM` of a child \
+             values held) after the cell and a sync; after `overwrite` the store then \
+             sits idle for {} s and is measured again, at rest (in brackets: what \
+             background compaction leaves once writers stop). Peak RSS is `VmHWM` of a child \
              process that runs one engine through one scenario, loading included. The \
              OS page cache is not dropped between cells: out of cache means out of the \
              engine's own caches. Zipfian skew {}.",
@@ -419,6 +439,7 @@ impl Report {
             h.reps,
             thousands(h.load_batch as u64),
             FULL_CHECK_EVERY,
+            h.settle_s,
             h.zipf_theta,
         );
         self.engines_markdown(&mut md);
@@ -741,7 +762,7 @@ fn row(rank: &str, c: &Cell, s: &Scenario) -> String {
             micros(m.p99_us),
             micros(m.p999_us),
             micros(m.max_us),
-            m.space_amp().map_or("—".to_owned(), |a| format!("{a:.2}")),
+            space_amp(m),
         ),
         (Status::Unsupported(why), _) => format!(
             "| {rank} | {} | {shape} | unsupported ({why}) | | | | | | |\n",
@@ -751,6 +772,16 @@ fn row(rank: &str, c: &Cell, s: &Scenario) -> String {
             "| {rank} | {} | {shape} | error (see below) | | | | | | {rss} |\n",
             c.engine
         ),
+    }
+}
+
+/// The space amplification column: after the cell, and at rest when
+/// measured.
+fn space_amp(m: &Metrics) -> String {
+    match (m.space_amp(), m.settled_space_amp()) {
+        (Some(a), Some(s)) => format!("{a:.2} ({s:.2} at rest)"),
+        (Some(a), None) => format!("{a:.2}"),
+        (None, _) => "—".to_owned(),
     }
 }
 
@@ -843,6 +874,7 @@ mod tests {
             completed,
             disk_bytes: 2_000,
             logical_bytes: 1_000,
+            settled_disk_bytes: None,
             syncs: None,
         }
     }
@@ -875,6 +907,7 @@ mod tests {
             value_size: 1024,
             compressibility: 0.5,
             reps: 1,
+            settle: std::time::Duration::from_secs(5),
             progress: false,
         };
         Report {
@@ -900,7 +933,10 @@ mod tests {
                     Kind::Store,
                     Workload::FillRandom,
                     Status::Ok,
-                    Some(metrics(10.0, Some(1), Some(false))),
+                    Some(Metrics {
+                        settled_disk_bytes: Some(1_500),
+                        ..metrics(10.0, Some(1), Some(false))
+                    }),
                 ),
                 cell(
                     "fast",
@@ -955,6 +991,11 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("fast: 4 passes over the key set"), "{md}");
+        assert!(md.contains("| 2.00 (1.50 at rest) | 64 MiB |"), "{md}");
+        assert!(
+            md.contains("sits idle for 5 s and is measured again"),
+            "{md}"
+        );
         assert!(
             md.contains("- fast: 6.2 writes per fsync/fdatasync (1,234 writes, 200 syncs"),
             "{md}"

@@ -15,6 +15,7 @@ use crate::driver::{Bench, Config, Outcome};
 use crate::engine::{Durability, Engine, OpenOptions, Unsupported};
 use crate::engines::{self, Availability, Kind};
 use crate::report::{Cell, Metrics, Scenario, Status, micros, thousands};
+use crate::workload::Shape;
 
 /// One engine through one scenario.
 #[derive(Debug, Serialize, Deserialize)]
@@ -174,7 +175,11 @@ pub fn run(job: &Job) -> Result<JobResult> {
             .and_then(|o| match o {
                 Outcome::Measured(m) => {
                     let (disk, logical) = bench.space()?;
-                    Ok((Status::Ok, Some(Metrics::new(w, &m, disk, logical))))
+                    let mut metrics = Metrics::new(w, &m, disk, logical);
+                    if w.shape() == Shape::Steady && w.writes_only() {
+                        metrics.settled_disk_bytes = Some(bench.settled_disk_bytes()?);
+                    }
+                    Ok((Status::Ok, Some(metrics)))
                 }
                 Outcome::Unsupported(why) => Ok((Status::Unsupported(why), None)),
             })
