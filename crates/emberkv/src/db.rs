@@ -327,7 +327,7 @@ impl Core {
                     self.log.with_record_key(addr, &mut scratch, check)?
                 }
             },
-            |addr| self.key_hash_at(addr),
+            |addrs, out| self.log.key_hashes(addrs, out, |key| self.hasher.hash(key)),
         )?;
         Ok((slot, current))
     }
@@ -353,11 +353,6 @@ impl Core {
             old.logical_bytes,
             old.expires_at.is_some(),
         );
-    }
-
-    fn key_hash_at(&self, addr: u64) -> Result<u64> {
-        self.log
-            .with_record_key(addr, &mut Vec::new(), |r| self.hasher.hash(r.key))
     }
 
     fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {

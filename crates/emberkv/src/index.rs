@@ -188,6 +188,19 @@ fn entry_tag(e: u64) -> u64 {
     e >> ADDRESS_BITS
 }
 
+/// The batch key-hash function [`ShardWriter::slot`] takes, from `f`, the
+/// hash of the key of the record at one address.
+pub(crate) fn each_address(
+    mut f: impl FnMut(u64) -> Result<u64>,
+) -> impl FnMut(&[u64], &mut [u64]) -> Result<()> {
+    move |addrs, out| {
+        for (&addr, hash) in addrs.iter().zip(out) {
+            *hash = f(addr)?;
+        }
+        Ok(())
+    }
+}
+
 /// One shard's open-addressing table.
 pub(crate) struct Table {
     slots: Box<[AtomicU64]>,
@@ -600,16 +613,17 @@ impl Index {
 impl ShardWriter<'_> {
     /// Finds the slot of the key whose hash is `hash` (it must belong to
     /// this shard). `is_key(addr)` tells whether the record at `addr` holds
-    /// the key; `key_hash(addr)` returns the hash of the key of the record at
-    /// `addr` (used when the table must grow first).
+    /// the key; `key_hashes(addrs, out)` sets each `out[i]` to the hash of
+    /// the key of the record at `addrs[i]` (used when the table must grow
+    /// first; [`each_address`] makes one from a function of one address).
     pub(crate) fn slot(
         &mut self,
         hash: u64,
         mut is_key: impl FnMut(u64) -> Result<bool>,
-        key_hash: impl FnMut(u64) -> Result<u64>,
+        key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
     ) -> Result<Slot> {
         if self.state.used >= max_used(self.table.slots.len()) {
-            self.grow(key_hash)?;
+            self.grow(key_hashes)?;
         }
         let table = &self.table;
         let len = table.slots.len();
@@ -735,8 +749,10 @@ impl ShardWriter<'_> {
 
     /// Grows the table by a quarter (or rebuilds it at the same size when
     /// most used slots are deleted ones), rehashing every entry from its
-    /// record's key.
-    fn grow(&mut self, mut key_hash: impl FnMut(u64) -> Result<u64>) -> Result<()> {
+    /// record's key: the entries keep only 16 bits of their hash, not the
+    /// 32 their home slot comes from. The keys are hashed in one batch
+    /// (see `Log::key_hashes`), under the shard's lock.
+    fn grow(&mut self, mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
         let len = if live * 2 < max_used(old.slots.len()) {
@@ -746,11 +762,17 @@ impl ShardWriter<'_> {
         };
         let new = Table::new(len, old.generation.wrapping_add(1));
         let base = self.base.load();
-        for e in old.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
-            if e == EMPTY || e == DELETED {
-                continue;
-            }
-            let mut i = home(key_hash(entry_addr(e, base))?, len);
+        let entries: Vec<u64> = old
+            .slots
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&e| e != EMPTY && e != DELETED)
+            .collect();
+        let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
+        let mut hashes = vec![0; addrs.len()];
+        key_hashes(&addrs, &mut hashes)?;
+        for (&e, &hash) in entries.iter().zip(&hashes) {
+            let mut i = home(hash, len);
             while new.slots[i].load(Ordering::Relaxed) != EMPTY {
                 i = next(i, len);
             }
@@ -790,7 +812,11 @@ mod tests {
             let records = &self.records;
             let mut w = index.writer(shard_of(hash));
             let slot = w
-                .slot(hash, |a| Ok(records[&a].0 == key), |a| Ok(records[&a].1))
+                .slot(
+                    hash,
+                    |a| Ok(records[&a].0 == key),
+                    each_address(|a| Ok(records[&a].1)),
+                )
                 .unwrap();
             if let Some(old) = old {
                 w.remove_live(old >> 20, 8, 8, false);
@@ -809,7 +835,7 @@ mod tests {
                 .slot(
                     hash,
                     |a| Ok(self.records[&a].0 == key),
-                    |a| Ok(self.records[&a].1),
+                    each_address(|a| Ok(self.records[&a].1)),
                 )
                 .unwrap();
             w.clear(slot);
@@ -1007,7 +1033,9 @@ mod tests {
             let h = hash(i);
             let mut w = index.writer(shard_of(h));
             // Keys are distinct: no entry is ever this key.
-            let slot = w.slot(h, |_| Ok(false), |a| Ok(hash(a / 8))).unwrap();
+            let slot = w
+                .slot(h, |_| Ok(false), each_address(|a| Ok(hash(a / 8))))
+                .unwrap();
             w.set(h, slot, i * 8);
         }
         assert_eq!(index.len() as u64, n);
@@ -1066,7 +1094,11 @@ mod shuttle_tests {
     fn put(index: &Index, k: u64, v: u64) {
         let mut w = index.writer(0);
         let slot = w
-            .slot(hash(k), |a| Ok(key_of(a) == k), |a| Ok(hash(key_of(a))))
+            .slot(
+                hash(k),
+                |a| Ok(key_of(a) == k),
+                each_address(|a| Ok(hash(key_of(a)))),
+            )
             .expect("no I/O");
         w.set(hash(k), slot, addr(k, v));
     }
@@ -1074,7 +1106,11 @@ mod shuttle_tests {
     fn remove(index: &Index, k: u64) {
         let mut w = index.writer(0);
         let slot = w
-            .slot(hash(k), |a| Ok(key_of(a) == k), |a| Ok(hash(key_of(a))))
+            .slot(
+                hash(k),
+                |a| Ok(key_of(a) == k),
+                each_address(|a| Ok(hash(key_of(a)))),
+            )
             .expect("no I/O");
         w.clear(slot);
     }

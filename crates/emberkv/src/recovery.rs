@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
-use crate::index::{Index, KeyHasher, shard_of};
+use crate::index::{Index, KeyHasher, each_address, shard_of};
 use crate::log::read_cold;
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
@@ -385,11 +385,11 @@ fn apply(
             }
             Ok(same)
         },
-        |addr| {
+        each_address(|addr| {
             with_chunk_record(storage, chunk, &mut Vec::new(), addr, |r| {
                 hasher.hash(r.key)
             })
-        },
+        }),
     )?;
     if let Some((seg, bytes, logical, expiring)) = replaced {
         writer.remove_live(seg, bytes, logical, expiring);

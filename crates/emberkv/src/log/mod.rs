@@ -781,6 +781,58 @@ impl Log {
         Ok(f(&Record::verify(header, scratch, addr)?))
     }
 
+    /// Sets `out[i]` to `hash` of the key of the record at `addrs[i]`, for
+    /// a growing index shard to rehash its entries. Resident records are
+    /// not checksummed (as in [`Log::with_record_key`]); cold ones are.
+    /// The first byte of each resident record in a group of
+    /// [`REHASH_GROUP`] is read before any of them is parsed, so that their
+    /// cache misses (records lie a value's length apart) overlap instead of
+    /// following one another.
+    ///
+    /// # Errors
+    /// As [`Log::with_record_key`].
+    ///
+    /// # Panics
+    /// If `addrs` and `out` differ in length.
+    pub(crate) fn key_hashes(
+        &self,
+        addrs: &[u64],
+        out: &mut [u64],
+        hash: impl Fn(&[u8]) -> u64,
+    ) -> Result<()> {
+        assert_eq!(addrs.len(), out.len(), "one hash per address");
+        let pages = self.pages.load_full();
+        let mut scratch = Vec::new();
+        for (addrs, out) in addrs.chunks(REHASH_GROUP).zip(out.chunks_mut(REHASH_GROUP)) {
+            let mut found = [None; REHASH_GROUP];
+            for (page, &addr) in found.iter_mut().zip(addrs) {
+                *page = resident(&pages, addr);
+            }
+            // A tight loop of independent loads: the CPU issues them all
+            // before the first returns.
+            let mut touched = 0u8;
+            for (page, &addr) in found.iter().zip(addrs) {
+                if let Some(page) = page {
+                    // SAFETY: `addr` came from an index entry, so the record
+                    // there is published.
+                    touched ^= unsafe { page.read(addr, 1) }[0];
+                }
+            }
+            std::hint::black_box(touched);
+            for ((page, &addr), h) in found.iter().zip(addrs).zip(out) {
+                *h = match page {
+                    // SAFETY: as above.
+                    Some(page) => hash(unsafe { hot_record(page, addr, Verify::Cold)? }.key),
+                    None => {
+                        let header = read_cold(&self.storage, addr, &mut scratch)?;
+                        hash(Record::verify(header, &scratch, addr)?.key)
+                    }
+                };
+            }
+        }
+        Ok(())
+    }
+
     /// Writes out and fdatasyncs everything, for `sync` and `close`.
     pub(crate) fn sync_all(&self) -> Result<()> {
         self.make_durable(self.tail())
@@ -822,6 +874,10 @@ impl Found {
         }
     }
 }
+
+/// Records whose first bytes [`Log::key_hashes`] reads ahead at once: about
+/// as many cache misses as a core keeps in flight.
+const REHASH_GROUP: usize = 16;
 
 /// The resident page holding `addr`, if any.
 fn resident(pages: &[Arc<Page>], addr: u64) -> Option<&Page> {
@@ -957,7 +1013,19 @@ mod tests {
             key: &key,
             value,
         };
-        log.append(&entry).unwrap() + entry.len() as u64
+        append_at(log, i, value) + entry.len() as u64
+    }
+
+    /// Appends `value` under key `i`; returns its record's address.
+    fn append_at(log: &Log, i: u32, value: &[u8]) -> u64 {
+        let key = i.to_le_bytes();
+        log.append(&Entry {
+            flags: 0,
+            expires_at: None,
+            key: &key,
+            value,
+        })
+        .unwrap()
     }
 
     /// Regression (review of the page pool, 2026-12-01): a pad wrote only
@@ -997,6 +1065,60 @@ mod tests {
         }
         assert!(pads > 10, "only {pads} pads: the test lost its point");
         assert_eq!(dirty, 0, "{dirty} of {pads} pads carried old bytes");
+    }
+
+    #[test]
+    fn key_hashes_are_those_of_each_record_hot_or_cold() {
+        let dir = tempfile::tempdir().unwrap();
+        // A hot tier of 4 pages under 10 MB of records: most are cold.
+        let log = log_in(dir.path(), 22, 4 << 20, 0);
+        let mut addrs = Vec::new();
+        for i in 0..10_003u32 {
+            let len = 700 + (i as usize * 37) % 600;
+            addrs.push(append_at(&log, i, &vec![i as u8; len]));
+        }
+        log.sync_all().unwrap();
+        let pages = log.pages.load_full();
+        let hot = addrs
+            .iter()
+            .filter(|&&a| resident(&pages, a).is_some())
+            .count();
+        assert!(hot > 1_000 && hot < addrs.len() / 2, "{hot} hot records");
+        let hash = |key: &[u8]| xxhash_rust::xxh3::xxh3_64(key);
+        // Out of order, and not a whole number of groups.
+        addrs.reverse();
+        let mut out = vec![0; addrs.len()];
+        log.key_hashes(&addrs, &mut out, hash).unwrap();
+        for (&addr, &h) in addrs.iter().zip(&out) {
+            let one = log
+                .with_record_key(addr, &mut Vec::new(), |r| hash(r.key))
+                .unwrap();
+            assert_eq!(h, one, "record at {addr}");
+        }
+    }
+
+    #[test]
+    fn key_hashes_report_a_damaged_cold_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 22, 4 << 20, 0);
+        let first = append_at(&log, 0, &[7; 1000]);
+        for i in 1..8_000 {
+            append_numbered(&log, i, &[7; 1000]);
+        }
+        log.sync_all().unwrap();
+        assert!(resident(&log.pages.load(), first).is_none());
+        let seg = log.storage.segment_of(first);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(log.storage.path(seg))
+            .unwrap();
+        // A byte of the value: the header and key still parse.
+        let pos = first - log.storage.segment_start(seg) + HEADER_BYTES as u64 + 504;
+        std::os::unix::fs::FileExt::write_at(&file, &[8], pos).unwrap();
+        let err = log
+            .key_hashes(&[first], &mut [0], |k| k.len() as u64)
+            .unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
     }
 
     #[test]
