@@ -143,7 +143,8 @@ struct Common {
     seed: u64,
     /// Seconds a store sits idle after an overwrite cell before its space
     /// amplification is measured again, at rest (after background
-    /// compaction); 0 measures it right away.
+    /// compaction); 0 measures it right away. Workloads after overwrite in
+    /// the same run start on that settled store.
     #[arg(long, default_value_t = 5.0)]
     settle: f64,
     /// DEFAULT: each engine's shipped durability. FULL: every engine syncs

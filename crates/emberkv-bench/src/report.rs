@@ -108,9 +108,10 @@ pub struct Harness {
     /// Skew of the Zipfian distributions.
     pub zipf_theta: f64,
     /// Idle time before a steady write-only cell's space is measured at
-    /// rest, in seconds (see [`Metrics::settled_disk_bytes`]).
+    /// rest, in seconds (see [`Metrics::settled_disk_bytes`]); `None` in
+    /// results of harnesses that did not measure it.
     #[serde(default)]
-    pub settle_s: f64,
+    pub settle_s: Option<f64>,
 }
 
 impl Harness {
@@ -128,7 +129,7 @@ impl Harness {
             compressibility: cfg.compressibility,
             load_batch: LOAD_BATCH,
             zipf_theta: ZIPF_THETA,
-            settle_s: cfg.settle.as_secs_f64(),
+            settle_s: Some(cfg.settle.as_secs_f64()),
         }
     }
 
@@ -411,6 +412,19 @@ impl Report {
         let _ = writeln!(md, "- File system of the stores: {}", e.filesystem);
         let _ = writeln!(md, "- Compiler: {}", e.rustc);
         md.push_str("\n## Method\n\n");
+        let settled = self.cells.iter().any(|c| {
+            c.metrics
+                .as_ref()
+                .is_some_and(|m| m.settled_disk_bytes.is_some())
+        });
+        let at_rest = match h.settle_s {
+            Some(secs) if settled => format!(
+                " After `overwrite` the store then sits idle for {secs} s and is measured \
+                 again, at rest (in brackets: what background compaction leaves once \
+                 writers stop)."
+            ),
+            _ => String::new(),
+        };
         let _ = writeln!(
             md,
             "{} client threads per cell (the scaling page varies them); keys of {} B; values of {} B, {:.0} % of each a \
@@ -423,9 +437,7 @@ impl Report {
              engine, in batches of {}. Every read is verified (length and check word; \
              every {}th byte for byte); a wrong answer fails the engine's cell. Space \
              amplification is bytes allocated on disk over logical bytes (keys plus \
-             values held) after the cell and a sync; after `overwrite` the store then \
-             sits idle for {} s and is measured again, at rest (in brackets: what \
-             background compaction leaves once writers stop). Peak RSS is `VmHWM` of a child \
+             values held) after the cell and a sync.{} Peak RSS is `VmHWM` of a child \
              process that runs one engine through one scenario, loading included. The \
              OS page cache is not dropped between cells: out of cache means out of the \
              engine's own caches. Zipfian skew {}.",
@@ -439,7 +451,7 @@ impl Report {
             h.reps,
             thousands(h.load_batch as u64),
             FULL_CHECK_EVERY,
-            h.settle_s,
+            at_rest,
             h.zipf_theta,
         );
         self.engines_markdown(&mut md);
@@ -971,6 +983,24 @@ mod tests {
                 ),
             ],
         }
+    }
+
+    #[test]
+    fn results_without_a_measurement_at_rest_do_not_claim_one() {
+        let mut old = report();
+        old.harness.settle_s = None;
+        let md = old.markdown(None);
+        assert!(!md.contains("sits idle"), "{md}");
+        assert!(md.contains("| 2.00 (1.50 at rest) |"), "{md}");
+        let mut none = report();
+        for c in &mut none.cells {
+            if let Some(m) = &mut c.metrics {
+                m.settled_disk_bytes = None;
+            }
+        }
+        let md = none.markdown(None);
+        assert!(!md.contains("sits idle"), "{md}");
+        assert!(!md.contains("at rest"), "{md}");
     }
 
     #[test]

@@ -194,6 +194,7 @@ pub(crate) fn each_address(
     mut f: impl FnMut(u64) -> Result<u64>,
 ) -> impl FnMut(&[u64], &mut [u64]) -> Result<()> {
     move |addrs, out| {
+        debug_assert_eq!(addrs.len(), out.len(), "one hash per address");
         for (&addr, hash) in addrs.iter().zip(out) {
             *hash = f(addr)?;
         }

@@ -745,8 +745,8 @@ impl Log {
     }
 
     /// [`Log::with_record`] for a writer that looks at the record's key,
-    /// expiry and lengths only (to find a key's slot, or rehash it when
-    /// the index grows), never at its value: a resident record is not
+    /// expiry and lengths only (to find a key's slot; [`Log::key_hashes`]
+    /// does the same for a growing index), never at its value: a resident record is not
     /// checksummed again. Its bytes were written by this process, are
     /// never written again and never came from a file (a page holds no
     /// bytes below its `mem_start`), so there is nothing for the checksum,
@@ -801,33 +801,44 @@ impl Log {
         hash: impl Fn(&[u8]) -> u64,
     ) -> Result<()> {
         assert_eq!(addrs.len(), out.len(), "one hash per address");
-        let pages = self.pages.load_full();
         let mut scratch = Vec::new();
         for (addrs, out) in addrs.chunks(REHASH_GROUP).zip(out.chunks_mut(REHASH_GROUP)) {
-            let mut found = [None; REHASH_GROUP];
-            for (page, &addr) in found.iter_mut().zip(addrs) {
-                *page = resident(&pages, addr);
-            }
-            // A tight loop of independent loads: the CPU issues them all
-            // before the first returns.
-            let mut touched = 0u8;
-            for (page, &addr) in found.iter().zip(addrs) {
-                if let Some(page) = page {
-                    // SAFETY: `addr` came from an index entry, so the record
-                    // there is published.
-                    touched ^= unsafe { page.read(addr, 1) }[0];
+            let mut cold = [false; REHASH_GROUP];
+            {
+                // The page list is held for one group's resident records,
+                // never across a cold read: pages evicted meanwhile go
+                // back to the pool.
+                let pages = self.pages.load();
+                let mut found = [None; REHASH_GROUP];
+                for (page, &addr) in found.iter_mut().zip(addrs) {
+                    *page = resident(&pages, addr);
+                }
+                // A tight loop of independent loads: the CPU issues them
+                // all before the first returns.
+                let mut touched = 0u8;
+                for (page, &addr) in found.iter().zip(addrs) {
+                    if let Some(page) = page {
+                        // SAFETY: `addr` came from an index entry, so the
+                        // record there is published.
+                        touched ^= unsafe { page.read(addr, 1) }[0];
+                    }
+                }
+                std::hint::black_box(touched);
+                for (((page, &addr), h), cold) in
+                    found.iter().zip(addrs).zip(&mut *out).zip(&mut cold)
+                {
+                    match page {
+                        // SAFETY: as above.
+                        Some(page) => {
+                            *h = hash(unsafe { hot_record(page, addr, Verify::Cold)? }.key)
+                        }
+                        None => *cold = true,
+                    }
                 }
             }
-            std::hint::black_box(touched);
-            for ((page, &addr), h) in found.iter().zip(addrs).zip(out) {
-                *h = match page {
-                    // SAFETY: as above.
-                    Some(page) => hash(unsafe { hot_record(page, addr, Verify::Cold)? }.key),
-                    None => {
-                        let header = read_cold(&self.storage, addr, &mut scratch)?;
-                        hash(Record::verify(header, &scratch, addr)?.key)
-                    }
-                };
+            for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
+                let header = read_cold(&self.storage, addr, &mut scratch)?;
+                *h = hash(Record::verify(header, &scratch, addr)?.key);
             }
         }
         Ok(())
