@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, each_address, shard_of};
-use crate::log::read_cold;
+use crate::log::{read_cold, read_mapped};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
@@ -409,7 +409,11 @@ fn apply(
 }
 
 /// Calls `f` with the verified record at `addr`, from the chunk when it
-/// holds it, else read from its segment into `scratch`.
+/// holds it, else copied from its segment into `scratch`: through the
+/// segment's memory map when it has one (an index growing during a full
+/// replay re-reads every key of a shard, and a pread per key made a
+/// replay of 2,000,000 keys into a default-sized index take 9 s instead
+/// of 2.4), by pread otherwise.
 fn with_chunk_record<T>(
     storage: &Segments,
     chunk: &Chunk,
@@ -427,6 +431,9 @@ fn with_chunk_record<T>(
             )?));
         }
     }
-    let h = read_cold(storage, addr, scratch)?;
+    let h = match read_mapped(storage, addr, scratch) {
+        Some(h) => h?,
+        None => read_cold(storage, addr, scratch)?,
+    };
     Ok(f(&Record::verify(h, scratch, addr)?))
 }

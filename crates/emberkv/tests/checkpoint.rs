@@ -235,3 +235,31 @@ fn a_torn_tail_at_the_covered_address_is_cut_after_a_full_replay() {
     assert_all_there(&db);
     assert_eq!(db.get(b"after").unwrap().unwrap(), b"the cut");
 }
+
+/// A full replay (no checkpoint) into an index presized for 16 keys: every
+/// shard grows while the log is replayed, rehashing keys whose records lie
+/// in chunks already read (through the segment maps, or by pread without
+/// them), and every key and value comes back.
+#[test]
+fn a_full_replay_that_grows_the_index_finds_every_key() -> TestResult {
+    for mapped in [true, false] {
+        let dir = tempfile::tempdir()?;
+        let small = || options().key_capacity(16).map_cold_reads(mapped);
+        let mut model = HashMap::new();
+        let db = Db::open(dir.path(), small())?;
+        write_rounds(&db, &mut model, 0..3)?;
+        db.close()?;
+        std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
+        let db = Db::open(dir.path(), small())?;
+        assert_eq!(db.len(), model.len(), "mapped: {mapped}");
+        for k in 0..3_000u32 {
+            assert_eq!(
+                db.get(&k.to_le_bytes())?,
+                model.get(&k).cloned(),
+                "key {k}, mapped: {mapped}"
+            );
+        }
+        db.close()?;
+    }
+    Ok(())
+}

@@ -940,7 +940,11 @@ pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Res
 
 /// [`read_cold`] through the segment's memory map: `None` when the record
 /// cannot be read that way (see [`Segments::with_mapped`]).
-fn read_mapped(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Option<Result<Header>> {
+pub(crate) fn read_mapped(
+    storage: &Segments,
+    addr: u64,
+    buf: &mut Vec<u8>,
+) -> Option<Result<Header>> {
     storage.with_mapped(addr, |bytes| {
         let header = cold_header(bytes, addr)?;
         let record = bytes
