@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, each_address, shard_of};
-use crate::log::{read_cold, read_mapped};
+use crate::log::{fetch_cold, read_cold};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
@@ -431,9 +431,6 @@ fn with_chunk_record<T>(
             )?));
         }
     }
-    let h = match read_mapped(storage, addr, scratch) {
-        Some(h) => h?,
-        None => read_cold(storage, addr, scratch)?,
-    };
+    let h = fetch_cold(storage, addr, scratch)?;
     Ok(f(&Record::verify(h, scratch, addr)?))
 }

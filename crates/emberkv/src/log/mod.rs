@@ -777,7 +777,7 @@ impl Log {
             return Ok(f(&record));
         }
         drop(pages);
-        let header = read_cold(&self.storage, addr, scratch)?;
+        let header = fetch_cold(&self.storage, addr, scratch)?;
         Ok(f(&Record::verify(header, scratch, addr)?))
     }
 
@@ -837,7 +837,7 @@ impl Log {
                 }
             }
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
-                let header = read_cold(&self.storage, addr, &mut scratch)?;
+                let header = fetch_cold(&self.storage, addr, &mut scratch)?;
                 *h = hash(Record::verify(header, &scratch, addr)?.key);
             }
         }
@@ -938,13 +938,23 @@ pub(crate) fn read_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Res
     read_cold_guessing(storage, addr, buf, COLD_READ_BYTES)
 }
 
+/// Reads the whole cold record at `addr` into `buf` and returns its
+/// header: through the segment's memory map when it has one (a copy, no
+/// system call), else with [`read_cold`]. The checksum is left to
+/// [`Record::verify`].
+///
+/// # Errors
+/// As [`read_cold`].
+pub(crate) fn fetch_cold(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Result<Header> {
+    match read_mapped(storage, addr, buf) {
+        Some(header) => header,
+        None => read_cold(storage, addr, buf),
+    }
+}
+
 /// [`read_cold`] through the segment's memory map: `None` when the record
 /// cannot be read that way (see [`Segments::with_mapped`]).
-pub(crate) fn read_mapped(
-    storage: &Segments,
-    addr: u64,
-    buf: &mut Vec<u8>,
-) -> Option<Result<Header>> {
+fn read_mapped(storage: &Segments, addr: u64, buf: &mut Vec<u8>) -> Option<Result<Header>> {
     storage.with_mapped(addr, |bytes| {
         let header = cold_header(bytes, addr)?;
         let record = bytes
