@@ -61,10 +61,15 @@ pub struct Options {
     /// holds: under an address-space limit (`ulimit -v`), a store of
     /// thousands of segments can take the room the rest of the process
     /// needs (a segment that cannot be mapped falls back to positioned
-    /// reads, but a thread spawn may then fail). When `false`, gets read
-    /// by positioned reads
-    /// (`pread`) through the read cache. Compaction, iteration, recovery
-    /// and [`crate::check()`] read by positioned reads either way.
+    /// reads, but a thread spawn may then fail). Besides gets, three
+    /// point reads of cold records go through the maps: a writer's (or
+    /// compaction's) look at a key's newest record before replacing it, a
+    /// growing index re-reading its keys, and the same re-reads during a
+    /// replay without a checkpoint; so they share the `SIGBUS` exposure.
+    /// When `false`, all of them read by positioned reads (`pread`), gets
+    /// through the read cache. Scans (compaction's, recovery's,
+    /// [`crate::check()`]'s), iteration and the reads of `update` and the
+    /// like read by positioned reads either way.
     pub map_cold_reads: bool,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the

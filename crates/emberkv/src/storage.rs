@@ -26,15 +26,20 @@
 //! segment ([`Segments::with_mapped`]): a record already in the OS page
 //! cache is then a copy, not a system call (a probe on this project's
 //! machine read 1 KiB records 5x faster through a map than with `pread`;
-//! docs/PERFORMANCE.md). Recovery, compaction, iteration and checks read by
-//! positioned reads ([`Segments::read_at`]), so that scanning a segment does
-//! not map its pages into the process. A map covers the segment's whole
+//! docs/PERFORMANCE.md); so do a writer's look at a key's newest cold
+//! record and the re-reads of keys by a growing index, in recovery too
+//! (`log::fetch_cold`). Scans (recovery, compaction, checks), iteration and
+//! value reads for `update` and the like use positioned reads
+//! ([`Segments::read_at`]), so that scanning a segment does not map its
+//! pages into the process. A map covers the segment's whole
 //! address range but is read only below the bytes written to the file,
 //! since touching a mapped page wholly past the end of a file raises
 //! `SIGBUS`; the store never cuts an open segment file below the bytes
-//! written while gets may read it (only recovery cuts a torn tail, before
-//! any get; the cuts below give back only what was allocated ahead of the
-//! writes), and it holds the directory's lock against other emberkv
+//! written while a mapped read may reach past the cut (only recovery cuts a
+//! torn tail, lowering `written` first, on its one thread, after the
+//! records below the cut, the only ones it re-reads, were replayed; the
+//! cuts below give back only what was allocated ahead of the writes), and
+//! it holds the directory's lock against other emberkv
 //! processes. A map that cannot
 //! be made (address space or the map count limit, `vm.max_map_count`)
 //! leaves that segment to positioned reads.
@@ -101,7 +106,8 @@ impl Segment {
         // bytes, which the file holds for as long as it is open: the store
         // shrinks an open segment's file only in `cut`, which lowers
         // `written` first; it cuts below the bytes written only in
-        // `truncate`, in recovery before any read of the map, and otherwise
+        // `truncate`, in recovery, whose mapped reads (re-reads of keys of
+        // records already replayed) all lie below the cut, and otherwise
         // only what was allocated ahead of them (the module's docs say what
         // lies outside the store's control).
         let map = map_bytes

@@ -751,7 +751,8 @@ impl Log {
     /// never written again and never came from a file (a page holds no
     /// bytes below its `mem_start`), so there is nothing for the checksum,
     /// which guards against damage on disk, to catch. A cold record is
-    /// verified as always. Saves a checksum of the old record on every
+    /// verified as always, read through the segment's map when it has one
+    /// (see [`fetch_cold`]). Saves a checksum of the old record on every
     /// overwrite (about a third of an overwrite's instructions with 1 KiB
     /// values).
     pub(crate) fn with_record_key<T>(
@@ -777,7 +778,14 @@ impl Log {
             return Ok(f(&record));
         }
         drop(pages);
-        let header = fetch_cold(&self.storage, addr, scratch)?;
+        // A key check (a writer's or compaction's look at a key's newest
+        // record) reads through the segment's map, as a get does; a value
+        // read for iteration, `update` and the like stays a positioned
+        // read (see `Options::map_cold_reads`).
+        let header = match verify {
+            Verify::Cold => fetch_cold(&self.storage, addr, scratch)?,
+            Verify::Always => read_cold(&self.storage, addr, scratch)?,
+        };
         Ok(f(&Record::verify(header, scratch, addr)?))
     }
 
