@@ -64,8 +64,8 @@ pub struct Options {
     /// reads, but a thread spawn may then fail). Besides gets, three
     /// point reads of cold records go through the maps: a writer's (or
     /// compaction's) look at a key's newest record before replacing it, a
-    /// growing index re-reading its keys, and the same re-reads during a
-    /// replay without a checkpoint; so they share the `SIGBUS` exposure.
+    /// growing index re-reading its keys, and recovery's re-reads of
+    /// records it already replayed; so they share the `SIGBUS` exposure.
     /// When `false`, all of them read by positioned reads (`pread`), gets
     /// through the read cache. Scans (compaction's, recovery's,
     /// [`crate::check()`]'s), iteration and the reads of `update` and the

@@ -368,6 +368,7 @@ fn apply(
     let hash = hasher.hash(record.key);
     let mut writer = index.writer(shard_of(hash));
     let mut replaced = None;
+    let mut rehash_scratch = Vec::new();
     let slot = writer.slot(
         hash,
         |addr| {
@@ -386,7 +387,7 @@ fn apply(
             Ok(same)
         },
         each_address(|addr| {
-            with_chunk_record(storage, chunk, &mut Vec::new(), addr, |r| {
+            with_chunk_record(storage, chunk, &mut rehash_scratch, addr, |r| {
                 hasher.hash(r.key)
             })
         }),

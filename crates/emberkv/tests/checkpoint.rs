@@ -236,26 +236,38 @@ fn a_torn_tail_at_the_covered_address_is_cut_after_a_full_replay() {
     assert_eq!(db.get(b"after").unwrap().unwrap(), b"the cut");
 }
 
-/// A full replay (no checkpoint) into an index presized for 16 keys: every
-/// shard grows while the log is replayed, rehashing keys whose records lie
-/// in chunks already read (through the segment maps, or by pread without
-/// them), and every key and value comes back.
+/// A full replay (no checkpoint) into an index presized for 16 keys:
+/// 20,000 keys make every shard grow several times while the log is
+/// replayed, rehashing keys whose records lie in chunks already read
+/// (through the segment maps, or by pread without them), and every key
+/// and value comes back.
 #[test]
 fn a_full_replay_that_grows_the_index_finds_every_key() -> TestResult {
+    const KEYS: u32 = 20_000;
     for mapped in [true, false] {
         let dir = tempfile::tempdir()?;
         let small = || options().key_capacity(16).map_cold_reads(mapped);
-        let mut model = HashMap::new();
         let db = Db::open(dir.path(), small())?;
-        write_rounds(&db, &mut model, 0..3)?;
+        let initial_index_bytes = db.stats()?.index_bytes;
+        for k in 0..KEYS {
+            db.insert(&k.to_le_bytes(), &value(k, 0))?;
+        }
+        for k in (0..KEYS).step_by(3) {
+            db.insert(&k.to_le_bytes(), &value(k, 1))?;
+        }
         db.close()?;
         std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
         let db = Db::open(dir.path(), small())?;
-        assert_eq!(db.len(), model.len(), "mapped: {mapped}");
-        for k in 0..3_000u32 {
+        assert!(
+            db.stats()?.index_bytes > 4 * initial_index_bytes,
+            "the index did not grow during the replay (mapped: {mapped})"
+        );
+        assert_eq!(db.len(), KEYS as usize, "mapped: {mapped}");
+        for k in 0..KEYS {
+            let round = u32::from(k % 3 == 0);
             assert_eq!(
                 db.get(&k.to_le_bytes())?,
-                model.get(&k).cloned(),
+                Some(value(k, round)),
                 "key {k}, mapped: {mapped}"
             );
         }

@@ -905,12 +905,14 @@ fn resident(pages: &[Arc<Page>], addr: u64) -> Option<&Page> {
     page.holds(addr).then_some(&**page)
 }
 
-/// Which records a read checksums.
+/// Which records a read checksums, and so what it is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Verify {
-    /// Every record, resident or cold.
+    /// Every record, resident or cold: a value read; a cold record is read
+    /// with a pread (see [`Log::with_record`]).
     Always,
-    /// Cold records only (see [`Log::with_record_key`]).
+    /// Cold records only: a key check; a cold record is read through its
+    /// segment's map when it has one (see [`Log::with_record_key`]).
     Cold,
 }
 
