@@ -68,7 +68,7 @@ enum Command {
         (fillseq, fillrandom, overwrite on 100,000 keys) and scaling (cache-resident readrandom with \
         1, 2 and 4 client threads besides the run's own). Each engine runs each scenario in \
         its own child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
-        2 s once and finishes in about 6 minutes on 2 cores.\n\nRocksDB is behind the \
+        2 s once and finishes in about 6.5 minutes on 2 cores.\n\nRocksDB is behind the \
         `rocksdb` cargo feature, since its C++ build takes many minutes: \
         `cargo run --release -p emberkv-bench --features rocksdb -- board`. Without it, \
         the board lists rocksdb as not run.")]
