@@ -746,8 +746,8 @@ impl Log {
 
     /// [`Log::with_record`] for a writer that looks at the record's key,
     /// expiry and lengths only (to find a key's slot; [`Log::key_hashes`]
-    /// does the same for a growing index), never at its value: a resident record is not
-    /// checksummed again. Its bytes were written by this process, are
+    /// does the same for a growing index), never at its value: a resident
+    /// record is not checksummed again. Its bytes were written by this process, are
     /// never written again and never came from a file (a page holds no
     /// bytes below its `mem_start`), so there is nothing for the checksum,
     /// which guards against damage on disk, to catch. A cold record is
@@ -908,11 +908,12 @@ fn resident(pages: &[Arc<Page>], addr: u64) -> Option<&Page> {
 /// Which records a read checksums, and so what it is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Verify {
-    /// Every record, resident or cold: a value read; a cold record is read
-    /// with a pread (see [`Log::with_record`]).
+    /// Every record, resident or cold: a value read (in
+    /// [`Log::with_record`], a cold one is then read with a pread; gets
+    /// read theirs in [`Log::read_value`]).
     Always,
-    /// Cold records only: a key check; a cold record is read through its
-    /// segment's map when it has one (see [`Log::with_record_key`]).
+    /// Cold records only: a key check (in [`Log::with_record_key`], a cold
+    /// one is read through its segment's map when it has one).
     Cold,
 }
 
