@@ -747,10 +747,10 @@ impl Log {
     /// [`Log::with_record`] for a writer that looks at the record's key,
     /// expiry and lengths only (to find a key's slot; [`Log::key_hashes`]
     /// does the same for a growing index), never at its value: a resident
-    /// record is not checksummed again. Its bytes were written by this process, are
-    /// never written again and never came from a file (a page holds no
-    /// bytes below its `mem_start`), so there is nothing for the checksum,
-    /// which guards against damage on disk, to catch. A cold record is
+    /// record is not checksummed again. Its bytes were written by this
+    /// process, are never written again and never came from a file (a page
+    /// holds no bytes below its `mem_start`), so there is nothing for the
+    /// checksum, which guards against damage on disk, to catch. A cold record is
     /// verified as always, read through the segment's map when it has one
     /// (see [`fetch_cold`]). Saves a checksum of the old record on every
     /// overwrite (about a third of an overwrite's instructions with 1 KiB
@@ -845,8 +845,7 @@ impl Log {
                 }
             }
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
-                let header = fetch_cold(&self.storage, addr, &mut scratch)?;
-                *h = hash(Record::verify(header, &scratch, addr)?.key);
+                *h = self.with_record_key(addr, &mut scratch, |r| hash(r.key))?;
             }
         }
         Ok(())
