@@ -26,7 +26,7 @@ use crate::manifest::{self, Retired};
 use crate::options::Options;
 use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES, Record};
 use crate::stats::Stats;
-use crate::storage::Segments;
+use crate::storage::{Ahead, Segments};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 
 /// An open emberkv store: a hash index in memory over a log on disk.
@@ -488,6 +488,11 @@ impl Db {
             meta.segment_bits,
             meta.store_id,
             options.map_cold_reads,
+            if options.sync_writes {
+                Ahead::Zeros
+            } else {
+                Ahead::Allocate
+            },
         );
         let retired = manifest::load(dir)?;
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;

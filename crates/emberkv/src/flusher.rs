@@ -6,6 +6,8 @@
 //! fdatasyncs it. A write acknowledged at time `t` is therefore durable by
 //! `t + flush_interval` plus the time of one write and fdatasync of at most
 //! the hot tier's unflushed bytes (64 MiB, `log::MAX_UNFLUSHED_BYTES`).
+//! With `sync_writes`, it also keeps zeros written ahead of the writes in
+//! the active segment's file (`Log::write_zeros_ahead`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +69,7 @@ fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
         // Errors poison the log, and every later write reports them; the
         // flusher keeps running so that `sync` and `close` still answer.
         let _ = log.write_sealed();
+        let _ = log.write_zeros_ahead();
         log.stock_pages();
         if Instant::now() >= next_sync {
             let _ = log.sync_all();

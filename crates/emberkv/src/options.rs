@@ -88,8 +88,10 @@ pub struct Options {
     /// record never crosses a segment, so a value must fit in one; the unit
     /// of compaction is a segment. With segments of 64 MiB or more, the
     /// active segment's file is allocated 1 MiB ahead of its writes, so
-    /// that an fdatasync seldom has to record a new file length (a closed
-    /// store gives the space back).
+    /// that an fdatasync seldom has to record a new file length, or, with
+    /// `sync_writes`, written with zeros 4 MiB ahead of them by the
+    /// flusher, so that a group commit's fdatasync writes data blocks
+    /// alone (a closed store gives the space back).
     pub segment_bytes: u64,
     /// Background compaction: once a second, every sealed segment whose
     /// share of garbage bytes (overwritten, removed, expired records and

@@ -45,15 +45,21 @@
 //! leaves that segment to positioned reads.
 //!
 //! Writes allocate the active segment's file 1 MiB ahead of them
-//! (`fallocate`; segments of 64 MiB or more only), so that most fdatasyncs find the file's length
-//! and block map unchanged and write the data alone: on this project's
-//! machine (ext4) an fdatasync after a 1 KiB append took 136-178 µs when it
-//! grew the file and 103-131 µs when it did not. The allocated tail reads
+//! (`fallocate`; segments of 64 MiB or more only), so that most
+//! fdatasyncs find the file's length unchanged: on this project's machine
+//! (ext4) an fdatasync after a 1 KiB append took 136-178 µs when it grew
+//! the file and 103-131 µs when it did not (the blocks still turn from
+//! allocated to written, which the fdatasync records too). The allocated tail reads
 //! as zeros, which is not a record: recovery cuts it from the newest
 //! segment as it cuts a torn tail. A segment is cut to its records'
 //! length, durably, before the segment after it is created (the next
 //! header records that length, and recovery checks it), and a clean close
-//! cuts the active one ([`Segments::trim`]).
+//! cuts the active one ([`Segments::trim`]). A store with `sync_writes`
+//! instead has the flusher write zeros 4 MiB ahead of the writes, and
+//! fdatasync them ([`Ahead::Zeros`]): over blocks already written, an
+//! fdatasync of a group commit's few KiB took 103-127 µs, against
+//! 233-275 µs over `fallocate`d ones and 174-208 µs appended (8 KiB; the
+//! 1 KiB figures above are for one record).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -69,12 +75,44 @@ use crate::error::{Error, Result};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::{ArcSwap, Mutex};
 
-/// Bytes by which writes allocate a segment's file ahead of them: 1 MiB
-/// for segments of 64 MiB or more (the default is 256 MiB), none for
-/// smaller ones, where a 1 MiB allocation would be a large share of the
-/// segment.
-fn preallocate_bytes(segment_size: u64) -> u64 {
-    if segment_size >= 64 << 20 { 1 << 20 } else { 0 }
+/// How the active segment's file is made ready ahead of its writes, for
+/// segments of 64 MiB or more (the default is 256 MiB; for smaller ones
+/// the room made ahead would be a large share of the segment, and nothing
+/// is done).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ahead {
+    /// Writes `fallocate` the file 1 MiB ahead of them: for stores whose
+    /// fdatasyncs cover large batches (the flusher's), so that these
+    /// seldom change the file's length.
+    Allocate,
+    /// The flusher keeps the file written with zeros, and fdatasynced,
+    /// [`ZEROS_AHEAD`] bytes ahead of the writes ([`Segments::write_zeros_ahead`]):
+    /// for stores that fdatasync every small group of writes
+    /// (`sync_writes`), whose fdatasyncs then write data blocks alone.
+    Zeros,
+}
+
+/// Bytes of zeros the flusher keeps written ahead of the writes of a
+/// segment with [`Ahead::Zeros`] (4 MiB), topped up once 1 MiB of it is
+/// used ([`ZEROS_AT_ONCE`]). The flusher wakes at each sealed page (1 MiB),
+/// so writes seldom catch up with the zeros; when they do, they append as
+/// without them.
+pub(crate) const ZEROS_AHEAD: u64 = 4 << 20;
+
+/// The least the flusher writes at once when it tops up the zeros ahead.
+const ZEROS_AT_ONCE: u64 = 1 << 20;
+
+/// Zeros for [`Segments::write_zeros_ahead`] to write from.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
+/// Bytes by which writes `fallocate` a segment's file ahead of them, and
+/// bytes of zeros the flusher keeps written ahead of them, for `ahead`.
+fn ahead_bytes(segment_size: u64, ahead: Ahead) -> (u64, u64) {
+    match ahead {
+        _ if segment_size < 64 << 20 => (0, 0),
+        Ahead::Allocate => (1 << 20, 0),
+        Ahead::Zeros => (0, ZEROS_AHEAD),
+    }
 }
 
 /// Size of a segment file's header, in bytes.
@@ -92,8 +130,8 @@ pub(crate) struct Segment {
     /// raised after each write, lowered by a cut): the map is read only
     /// below it. After recovery, the length of the segment's records.
     written: AtomicU64,
-    /// The file's length: `written` plus what was allocated ahead of the
-    /// writes. Changed only by the flushing writer (under the log's flush
+    /// The file's length: `written` plus what was allocated (or written
+    /// with zeros) ahead of the writes. Changed only by the flushing writer (under the log's flush
     /// lock) and by cuts (the next segment's creation, `trim`,
     /// `truncate`).
     allocated: AtomicU64,
@@ -143,6 +181,9 @@ pub(crate) struct Segments {
     map_reads: bool,
     /// Bytes by which writes allocate files ahead of them (0: none).
     allocate_ahead: u64,
+    /// Bytes of zeros the flusher keeps written ahead of the writes (0:
+    /// none; see [`Ahead::Zeros`]).
+    zeros_ahead: u64,
     /// Test hook: the segment whose fdatasyncs fail with `EIO`.
     #[cfg(test)]
     pub(crate) fail_sync_of: std::sync::atomic::AtomicU64,
@@ -164,6 +205,7 @@ impl Segments {
             opening: Mutex::new(()),
             map_reads: false,
             allocate_ahead: 0,
+            zeros_ahead: 0,
             #[cfg(test)]
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
             #[cfg(test)]
@@ -172,18 +214,27 @@ impl Segments {
     }
 
     /// The segments of an open store: mapped for gets when `map_reads`,
-    /// and allocated ahead of writes.
+    /// and made ready ahead of writes as `ahead` says.
     pub(crate) fn for_store(
         dir: &Path,
         segment_bits: u32,
         store_id: u64,
         map_reads: bool,
+        ahead: Ahead,
     ) -> Segments {
+        let (allocate_ahead, zeros_ahead) = ahead_bytes(1 << segment_bits, ahead);
         Segments {
             map_reads,
-            allocate_ahead: preallocate_bytes(1 << segment_bits),
+            allocate_ahead,
+            zeros_ahead,
             ..Segments::new(dir, segment_bits, store_id)
         }
+    }
+
+    /// Whether the flusher keeps zeros written ahead of the writes
+    /// ([`Ahead::Zeros`], on segments large enough).
+    pub(crate) fn writes_zeros_ahead(&self) -> bool {
+        self.zeros_ahead > 0
     }
 
     /// log2 of the segment size.
@@ -445,7 +496,56 @@ impl Segments {
         }
         segment.file.write_all_at(bytes, off)?;
         segment.written.fetch_max(end, Ordering::Release);
+        segment.allocated.fetch_max(end, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Writes zeros to segment `seg`'s file, from its length on, until it
+    /// holds [`ZEROS_AHEAD`] bytes past the bytes written (never past the
+    /// segment's end), when at least [`ZEROS_AT_ONCE`] of them are
+    /// missing; for [`Ahead::Zeros`], by the flusher, under the log's flush
+    /// lock, so that no write of records runs at the same time (zeros go
+    /// only past the bytes written, so they never cover a record). Nothing
+    /// to do for a segment not open.
+    ///
+    /// Returns a second handle of the file when zeros were written, to be
+    /// fdatasynced once the flush lock is released: the zeros' blocks are
+    /// then allocated, written and recorded, and a group commit's fdatasync
+    /// that later writes records over them changes no metadata (on this
+    /// project's ext4, a 1 KiB-8 KiB append and fdatasync took 103-127 µs
+    /// over such blocks, 181-275 µs appended or over `fallocate`d ones;
+    /// docs/PERFORMANCE.md). A handle of its own, and not a clone of the
+    /// writers' descriptor, so that a write-back error met by that
+    /// fdatasync is reported to the writers' next fdatasync as well (Linux
+    /// reports a write-back error once to each open file description).
+    ///
+    /// A failed write or open (a full disk, say) writes no more zeros and
+    /// returns `None`: the records' writes that follow append as without
+    /// them, and report a real lack of room.
+    pub(crate) fn write_zeros_ahead(&self, seg: u64) -> Option<File> {
+        if self.zeros_ahead == 0 {
+            return None;
+        }
+        let segment = Arc::clone(self.open.load().get(&seg)?);
+        let from = segment.allocated.load(Ordering::Relaxed);
+        let written = segment.written.load(Ordering::Acquire);
+        let to = (written + self.zeros_ahead).min(self.segment_size());
+        if to < from.max(written) + ZEROS_AT_ONCE {
+            return None;
+        }
+        let mut at = from.max(written);
+        while at < to {
+            let len = ZEROS.len().min((to - at) as usize);
+            if segment.file.write_all_at(&ZEROS[..len], at).is_err() {
+                // A failed write may have written part of the range.
+                let len = segment.file.metadata().map_or(at, |m| m.len());
+                segment.allocated.store(len.max(from), Ordering::Relaxed);
+                return None;
+            }
+            at += len as u64;
+        }
+        segment.allocated.store(to, Ordering::Relaxed);
+        OpenOptions::new().write(true).open(self.path(seg)).ok()
     }
 
     /// fdatasyncs segment `seg`.
@@ -588,7 +688,7 @@ mod tests {
     #[test]
     fn a_map_is_read_only_below_the_bytes_written() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true);
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
         segments.create(0, 0).unwrap();
         let at = SEGMENT_HEADER_BYTES;
         // Nothing past the header yet: the page holding it exists, but
@@ -611,11 +711,11 @@ mod tests {
     #[test]
     fn a_reopened_segment_is_mapped_up_to_its_length_and_a_cut_lowers_it() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true);
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
         segments.create(0, 0).unwrap();
         segments.write_at(SEGMENT_HEADER_BYTES, &[9; 100]).unwrap();
         drop(segments);
-        let segments = Segments::for_store(dir.path(), BITS, 7, true);
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
         assert_eq!(
             mapped(&segments, SEGMENT_HEADER_BYTES),
             None,
@@ -631,7 +731,7 @@ mod tests {
     fn writes_allocate_ahead_and_creating_the_next_segment_cuts_the_previous_back() {
         const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true);
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
         let len = |seg| std::fs::metadata(segments.path(seg)).unwrap().len();
         let at = SEGMENT_HEADER_BYTES;
         segments.create(0, 0).unwrap();
@@ -664,9 +764,69 @@ mod tests {
     }
 
     #[test]
+    fn zeros_are_written_ahead_of_the_writes_and_never_over_them() {
+        const BIG: u32 = 26; // 64 MiB segments: zeros 4 MiB ahead
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Zeros);
+        let file = |seg| std::fs::read(segments.path(seg)).unwrap();
+        let at = SEGMENT_HEADER_BYTES;
+        // Nothing for a segment not open.
+        assert!(segments.write_zeros_ahead(0).is_none());
+        segments.create(0, 0).unwrap();
+        // Records' writes allocate nothing ahead by themselves.
+        segments.write_at(at, &[5; 1000]).unwrap();
+        assert_eq!(file(0).len() as u64, at + 1000);
+        let synced = segments.write_zeros_ahead(0).expect("zeros written");
+        synced.sync_data().unwrap();
+        let bytes = file(0);
+        assert_eq!(bytes.len() as u64, at + 1000 + ZEROS_AHEAD);
+        assert_eq!(bytes[at as usize..][..1000], [5; 1000]);
+        assert!(bytes[(at + 1000) as usize..].iter().all(|&b| b == 0));
+        assert_eq!(segments.written_len(0).unwrap(), at + 1000);
+        assert_eq!(segments.allocated_ahead(0), ZEROS_AHEAD);
+        assert_eq!(mapped(&segments, at).unwrap(), [5; 1000]);
+        // Less than a megabyte used: nothing to top up.
+        segments.write_at(at + 1000, &[6; 1000]).unwrap();
+        assert!(segments.write_zeros_ahead(0).is_none());
+        // A record written over the zeros and past them (1.5 MiB, then
+        // 3 MiB more) keeps its bytes; the zeros are topped up past it.
+        let big = vec![7; 3 << 19];
+        segments.write_at(at + 2000, &big).unwrap();
+        assert!(segments.write_zeros_ahead(0).is_some());
+        let past = at + 2000 + big.len() as u64;
+        segments.write_at(past, &vec![8; 3 << 20]).unwrap();
+        let written = past + (3 << 20);
+        assert!(segments.write_zeros_ahead(0).is_some());
+        let bytes = file(0);
+        assert_eq!(bytes.len() as u64, written + ZEROS_AHEAD);
+        assert_eq!(bytes[at as usize..][..1000], [5; 1000]);
+        assert_eq!(bytes[(at + 1000) as usize..][..1000], [6; 1000]);
+        assert_eq!(bytes[(at + 2000) as usize..past as usize], big[..]);
+        assert!(
+            bytes[past as usize..written as usize]
+                .iter()
+                .all(|&b| b == 8)
+        );
+        assert!(bytes[written as usize..].iter().all(|&b| b == 0));
+        // Never past the segment's end.
+        segments.write_at((1 << BIG) - (2 << 20), &[9; 10]).unwrap();
+        assert!(segments.write_zeros_ahead(0).is_some());
+        assert_eq!(file(0).len() as u64, 1 << BIG);
+        // The next segment's creation cuts the zeros off, as it cuts an
+        // allocation.
+        let end = (1 << BIG) - (2 << 20) + 10;
+        segments.create(1, end).unwrap();
+        assert_eq!(file(0).len() as u64, end);
+        // A store that allocates ahead writes no zeros.
+        let allocating = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        allocating.write_at((1 << BIG) + at, &[1; 10]).unwrap();
+        assert!(allocating.write_zeros_ahead(1).is_none());
+    }
+
+    #[test]
     fn a_retired_or_unmapped_segment_leaves_reads_to_positioned_reads() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true);
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
         segments.create(0, 0).unwrap();
         segments.write_at(SEGMENT_HEADER_BYTES, b"gone").unwrap();
         segments.retire(0).unwrap();
@@ -676,7 +836,7 @@ mod tests {
             .unwrap_err();
         assert!(err.is_missing_file(), "{err}");
 
-        let unmapped = Segments::for_store(dir.path(), BITS, 7, false);
+        let unmapped = Segments::for_store(dir.path(), BITS, 7, false, Ahead::Allocate);
         unmapped.create(1, 0).unwrap();
         let at = (1 << BITS) + SEGMENT_HEADER_BYTES;
         unmapped.write_at(at, b"kept").unwrap();
@@ -690,7 +850,7 @@ mod tests {
     fn a_handle_held_across_retirement_still_reads_and_the_name_goes_at_once() {
         use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true);
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
         segments.create(0, 0).unwrap();
         segments.write_at(SEGMENT_HEADER_BYTES, b"held").unwrap();
         let held = segments.open(0).unwrap();

@@ -1,8 +1,9 @@
 //! Segment files allocated ahead of their records (segments of 64 MiB or
-//! more): a store copied while it is open, as a crash would leave its
-//! files (zeros after the records of the active segment), opens with every
-//! synced write, also across the creation of a new segment; a closed store
-//! gives the allocation back and checks clean.
+//! more), by `fallocate` or, with `sync_writes`, by zeros the flusher
+//! writes ahead: a store copied while it is open, as a crash would leave
+//! its files (zeros after the records of the active segment), opens with
+//! every synced write, also across the creation of a new segment; a closed
+//! store gives the allocation back and checks clean.
 
 use std::path::Path;
 
@@ -98,4 +99,53 @@ fn a_store_copied_while_open_opens_with_every_synced_write() {
         stats.disk_bytes >= lengths.iter().sum::<u64>(),
         "{stats:?} {lengths:?}"
     );
+}
+
+#[test]
+fn a_sync_writes_store_copied_while_open_opens_with_every_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, image) = (dir.path().join("store"), dir.path().join("image"));
+    let options = Options::default()
+        .segment_bytes(64 << 20)
+        .sync_writes(true)
+        .compaction_garbage(None);
+    let db = Db::open(&store, options.clone()).unwrap();
+    // 1,100 acknowledged values of 64 KiB (70 MiB, two segments), the
+    // store copied every 275 keys, after a pause in which the flusher
+    // wakes (every 100 ms at least) and writes zeros ahead of the records.
+    const KEYS: u32 = 1_100;
+    let mut images = Vec::new();
+    for k in 0..KEYS {
+        db.insert(&k.to_le_bytes(), &value(k)).unwrap();
+        if k % 275 == 274 {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            let to = image.join(k.to_string());
+            copy_files(&store, &to);
+            images.push((to, k + 1));
+        }
+    }
+    let mut zeros_seen = 0;
+    for (to, acked) in images {
+        let copied = segment_lengths(&to);
+        let copy = Db::open(&to, options.clone()).unwrap();
+        for k in 0..acked {
+            let got = copy.get(&k.to_le_bytes()).unwrap();
+            assert_eq!(got, Some(value(k)), "image of {acked} keys, key {k}");
+        }
+        copy.close().unwrap();
+        let report = emberkv::check(&to).unwrap();
+        assert!(report.is_sound(), "{:?}", report.problems);
+        // Opening cut the zeros after the newest segment's records, and
+        // the clean close kept it cut.
+        let cut = segment_lengths(&to);
+        if copied.last().unwrap() >= &(cut.last().unwrap() + (2 << 20)) {
+            zeros_seen += 1;
+        }
+    }
+    assert!(zeros_seen > 0, "no image held zeros ahead of the records");
+    db.close().unwrap();
+    let report = emberkv::check(&store).unwrap();
+    assert!(report.is_sound(), "{:?}", report.problems);
+    let db = Db::open(&store, options).unwrap();
+    assert_eq!(db.len(), KEYS as usize);
 }

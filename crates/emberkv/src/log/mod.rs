@@ -35,6 +35,8 @@ use crate::compression::Codec;
 use crate::error::{Error, Result};
 use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
+#[cfg(test)]
+use crate::storage::Ahead;
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard};
@@ -856,6 +858,41 @@ impl Log {
         self.make_durable(self.tail())
     }
 
+    /// Keeps the active segment's file written with zeros, and
+    /// fdatasynced, ahead of the writes, when the segments ask for it
+    /// ([`crate::storage::Ahead::Zeros`]: stores with `sync_writes`), so
+    /// that a group commit's fdatasync writes its records' blocks alone;
+    /// called by the background flusher. The zeros are written under the
+    /// flush lock (no record is written meanwhile) and fdatasynced after
+    /// it, so that group commits go on during the fdatasync.
+    ///
+    /// # Errors
+    /// The fdatasync's error; it poisons the log, as any failed fdatasync
+    /// does (the kernel may have dropped dirty pages of records, and the
+    /// writers' next fdatasync reports the error too).
+    pub(crate) fn write_zeros_ahead(&self) -> Result<()> {
+        if !self.storage.writes_zeros_ahead() {
+            return Ok(());
+        }
+        let file = {
+            let _cursor = self.flush_cursor.lock();
+            if self.poisoned.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let seg = self
+                .storage
+                .segment_of(self.flushed.load(Ordering::Acquire));
+            match self.storage.write_zeros_ahead(seg) {
+                Some(file) => file,
+                None => return Ok(()),
+            }
+        };
+        file.sync_data().map_err(|e| {
+            self.poisoned.store(true, Ordering::Relaxed);
+            e.into()
+        })
+    }
+
     /// Writes out sealed pages without syncing, so the hot tier keeps room;
     /// called by the background flusher.
     pub(crate) fn write_sealed(&self) -> Result<()> {
@@ -1026,7 +1063,7 @@ mod tests {
         cache_bytes: usize,
     ) -> Log {
         Log::new(
-            Segments::for_store(dir, segment_bits, 1, true),
+            Segments::for_store(dir, segment_bits, 1, true, Ahead::Allocate),
             hot_bytes,
             ReadCache::new(cache_bytes).unwrap(),
             Arc::new(Codec::new(
