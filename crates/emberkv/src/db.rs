@@ -930,7 +930,13 @@ impl Db {
             }
         }
         let storage = self.core.log.storage();
-        let ahead = storage.allocated_ahead(storage.segment_of(self.core.log.tail()));
+        // As in `shutdown`: the segment before the active one holds its
+        // allocation until its successor's file is created.
+        let active = storage.segment_of(self.core.log.tail());
+        let ahead = storage.allocated_ahead(active)
+            + active
+                .checked_sub(1)
+                .map_or(0, |s| storage.allocated_ahead(s));
         let disk_bytes = disk_bytes.saturating_sub(ahead);
         Ok(Stats::new(
             totals,
@@ -1024,9 +1030,15 @@ impl Db {
         }
         self.core.log.sync_all()?;
         // Nothing is written after a close: the active segment's file
-        // gives back what was allocated ahead of the writes.
+        // gives back what was allocated ahead of the writes, and so does
+        // the one before it, which still holds it when the active segment
+        // was sealed with no record written to its successor since.
         let storage = self.core.log.storage();
-        storage.trim(storage.segment_of(self.core.log.tail()))
+        let active = storage.segment_of(self.core.log.tail());
+        if let Some(sealed) = active.checked_sub(1) {
+            storage.trim(sealed)?;
+        }
+        storage.trim(active)
     }
 
     pub(crate) fn core(&self) -> &Core {

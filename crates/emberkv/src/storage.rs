@@ -57,9 +57,10 @@
 //! cuts the active one ([`Segments::trim`]). A store with `sync_writes`
 //! instead has the flusher write zeros 4 MiB ahead of the writes, and
 //! fdatasync them ([`Ahead::Zeros`]): over blocks already written, an
-//! fdatasync of a group commit's few KiB took 103-127 µs, against
-//! 233-275 µs over `fallocate`d ones and 174-208 µs appended (8 KiB; the
-//! 1 KiB figures above are for one record).
+//! fdatasync of a group commit's 8 KiB took 109-127 µs, against
+//! 210-275 µs over `fallocate`d ones and 174-208 µs appended (the 1 KiB
+//! figures above are for one record, mostly rewriting the block the one
+//! before wrote).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -99,8 +100,9 @@ pub(crate) enum Ahead {
 /// without them.
 pub(crate) const ZEROS_AHEAD: u64 = 4 << 20;
 
-/// The least the flusher writes at once when it tops up the zeros ahead.
-const ZEROS_AT_ONCE: u64 = 1 << 20;
+/// Bytes of zeros written at once (1 MiB), under the flush lock: a group
+/// commit waits at most for one such write.
+pub(crate) const ZEROS_AT_ONCE: u64 = 1 << 20;
 
 /// Zeros for [`Segments::write_zeros_ahead`] to write from.
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
@@ -500,52 +502,77 @@ impl Segments {
         Ok(())
     }
 
-    /// Writes zeros to segment `seg`'s file, from its length on, until it
-    /// holds [`ZEROS_AHEAD`] bytes past the bytes written (never past the
-    /// segment's end), when at least [`ZEROS_AT_ONCE`] of them are
-    /// missing; for [`Ahead::Zeros`], by the flusher, under the log's flush
-    /// lock, so that no write of records runs at the same time (zeros go
-    /// only past the bytes written, so they never cover a record). Nothing
-    /// to do for a segment not open.
+    /// Writes zeros to segment `seg`'s file, from its length on, for
+    /// [`Ahead::Zeros`]: [`ZEROS_AT_ONCE`] bytes (fewer at the segment's
+    /// end), when at least that many of the [`ZEROS_AHEAD`] bytes it keeps
+    /// past the bytes written are missing. Returns whether it wrote any.
+    /// Nothing to do for a segment not open.
     ///
-    /// Returns a second handle of the file when zeros were written, to be
-    /// fdatasynced once the flush lock is released: the zeros' blocks are
-    /// then allocated, written and recorded, and a group commit's fdatasync
-    /// that later writes records over them changes no metadata (on this
-    /// project's ext4, a 1 KiB-8 KiB append and fdatasync took 103-127 µs
-    /// over such blocks, 181-275 µs appended or over `fallocate`d ones;
-    /// docs/PERFORMANCE.md). A handle of its own, and not a clone of the
-    /// writers' descriptor, so that a write-back error met by that
-    /// fdatasync is reported to the writers' next fdatasync as well (Linux
-    /// reports a write-back error once to each open file description).
+    /// The caller (the flusher, through `Log::write_zeros_ahead`) holds the
+    /// log's flush lock, so that no record is written at the same time, and
+    /// names the segment the records go to: zeros go only past the bytes
+    /// written, so they never cover a record, and only into the segment
+    /// being written, whose successor's creation cuts them off.
     ///
-    /// A failed write or open (a full disk, say) writes no more zeros and
-    /// returns `None`: the records' writes that follow append as without
-    /// them, and report a real lack of room.
-    pub(crate) fn write_zeros_ahead(&self, seg: u64) -> Option<File> {
+    /// A failed write (a full disk, say) is no error: it writes no more
+    /// zeros, and the records' writes that follow append as without them
+    /// and report a real lack of room.
+    pub(crate) fn write_zeros_ahead(&self, seg: u64) -> bool {
         if self.zeros_ahead == 0 {
-            return None;
+            return false;
         }
-        let segment = Arc::clone(self.open.load().get(&seg)?);
-        let from = segment.allocated.load(Ordering::Relaxed);
-        let written = segment.written.load(Ordering::Acquire);
-        let to = (written + self.zeros_ahead).min(self.segment_size());
-        if to < from.max(written) + ZEROS_AT_ONCE {
-            return None;
+        let Some(segment) = self.open.load().get(&seg).map(Arc::clone) else {
+            return false;
+        };
+        let from = segment
+            .allocated
+            .load(Ordering::Relaxed)
+            .max(segment.written.load(Ordering::Acquire));
+        let wanted = segment.written.load(Ordering::Acquire) + self.zeros_ahead;
+        if wanted < from + ZEROS_AT_ONCE {
+            return false;
         }
-        let mut at = from.max(written);
+        let to = (from + ZEROS_AT_ONCE).min(self.segment_size());
+        let mut at = from;
         while at < to {
             let len = ZEROS.len().min((to - at) as usize);
             if segment.file.write_all_at(&ZEROS[..len], at).is_err() {
                 // A failed write may have written part of the range.
                 let len = segment.file.metadata().map_or(at, |m| m.len());
                 segment.allocated.store(len.max(from), Ordering::Relaxed);
-                return None;
+                return false;
             }
             at += len as u64;
         }
         segment.allocated.store(to, Ordering::Relaxed);
-        OpenOptions::new().write(true).open(self.path(seg)).ok()
+        at > from
+    }
+
+    /// fdatasyncs segment `seg`'s file through a handle of its own, after
+    /// [`Segments::write_zeros_ahead`] and outside the flush lock: the
+    /// zeros' blocks are then allocated, written and recorded, and a group
+    /// commit's fdatasync that later writes records over them changes no
+    /// metadata (on this project's ext4, 104-127 µs for 1-8 KiB against
+    /// 147-275 µs appended or over `fallocate`d blocks; docs/PERFORMANCE.md).
+    /// A handle of its own, and not a clone of the writers' descriptor, so
+    /// that a write-back error this fdatasync meets (on a record's page as
+    /// well as a zero's) is reported to the writers' next fdatasync too:
+    /// Linux (4.13 and later) reports a write-back error once to each open
+    /// file description.
+    ///
+    /// # Errors
+    /// The fdatasync's error. A file that cannot be opened (gone, or out of
+    /// file descriptors) is no error: the zeros stay unsynced, and the next
+    /// group commit's fdatasync writes them.
+    pub(crate) fn sync_zeros(&self, seg: u64) -> Result<()> {
+        #[cfg(test)]
+        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
+            return Err(io::Error::from_raw_os_error(5).into());
+        }
+        match OpenOptions::new().write(true).open(self.path(seg)) {
+            Ok(file) => Ok(file.sync_data()?),
+            Err(_) => Ok(()),
+        }
     }
 
     /// fdatasyncs segment `seg`.
@@ -769,15 +796,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Zeros);
         let file = |seg| std::fs::read(segments.path(seg)).unwrap();
+        // Tops up as the flusher does: a megabyte at a time.
+        let top_up = |seg| {
+            let mut wrote = false;
+            while segments.write_zeros_ahead(seg) {
+                wrote = true;
+            }
+            segments.sync_zeros(seg).unwrap();
+            wrote
+        };
         let at = SEGMENT_HEADER_BYTES;
         // Nothing for a segment not open.
-        assert!(segments.write_zeros_ahead(0).is_none());
+        assert!(!segments.write_zeros_ahead(0));
         segments.create(0, 0).unwrap();
         // Records' writes allocate nothing ahead by themselves.
         segments.write_at(at, &[5; 1000]).unwrap();
         assert_eq!(file(0).len() as u64, at + 1000);
-        let synced = segments.write_zeros_ahead(0).expect("zeros written");
-        synced.sync_data().unwrap();
+        assert!(segments.write_zeros_ahead(0));
+        assert_eq!(file(0).len() as u64, at + 1000 + ZEROS_AT_ONCE);
+        assert!(top_up(0));
         let bytes = file(0);
         assert_eq!(bytes.len() as u64, at + 1000 + ZEROS_AHEAD);
         assert_eq!(bytes[at as usize..][..1000], [5; 1000]);
@@ -787,18 +824,23 @@ mod tests {
         assert_eq!(mapped(&segments, at).unwrap(), [5; 1000]);
         // Less than a megabyte used: nothing to top up.
         segments.write_at(at + 1000, &[6; 1000]).unwrap();
-        assert!(segments.write_zeros_ahead(0).is_none());
+        assert!(!top_up(0));
         // A record written over the zeros and past them (1.5 MiB, then
         // 3 MiB more) keeps its bytes; the zeros are topped up past it.
         let big = vec![7; 3 << 19];
         segments.write_at(at + 2000, &big).unwrap();
-        assert!(segments.write_zeros_ahead(0).is_some());
+        assert!(top_up(0));
         let past = at + 2000 + big.len() as u64;
         segments.write_at(past, &vec![8; 3 << 20]).unwrap();
         let written = past + (3 << 20);
-        assert!(segments.write_zeros_ahead(0).is_some());
+        assert!(top_up(0));
         let bytes = file(0);
-        assert_eq!(bytes.len() as u64, written + ZEROS_AHEAD);
+        // Topped up a megabyte at a time: 3 to 4 MiB of zeros past it.
+        let ahead = bytes.len() as u64 - written;
+        assert!(
+            ahead > ZEROS_AHEAD - ZEROS_AT_ONCE && ahead <= ZEROS_AHEAD,
+            "{ahead}"
+        );
         assert_eq!(bytes[at as usize..][..1000], [5; 1000]);
         assert_eq!(bytes[(at + 1000) as usize..][..1000], [6; 1000]);
         assert_eq!(bytes[(at + 2000) as usize..past as usize], big[..]);
@@ -810,7 +852,7 @@ mod tests {
         assert!(bytes[written as usize..].iter().all(|&b| b == 0));
         // Never past the segment's end.
         segments.write_at((1 << BIG) - (2 << 20), &[9; 10]).unwrap();
-        assert!(segments.write_zeros_ahead(0).is_some());
+        assert!(top_up(0));
         assert_eq!(file(0).len() as u64, 1 << BIG);
         // The next segment's creation cuts the zeros off, as it cuts an
         // allocation.
@@ -820,7 +862,7 @@ mod tests {
         // A store that allocates ahead writes no zeros.
         let allocating = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
         allocating.write_at((1 << BIG) + at, &[1; 10]).unwrap();
-        assert!(allocating.write_zeros_ahead(1).is_none());
+        assert!(!allocating.write_zeros_ahead(1));
     }
 
     #[test]

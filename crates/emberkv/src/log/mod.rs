@@ -37,7 +37,7 @@ use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 #[cfg(test)]
 use crate::storage::Ahead;
-use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::storage::{SEGMENT_HEADER_BYTES, Segments, ZEROS_AHEAD, ZEROS_AT_ONCE};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard};
 pub(crate) use page::Page;
@@ -502,7 +502,9 @@ impl Log {
     /// (no fdatasync). Returns the address written up to.
     pub(crate) fn write_out(&self) -> Result<u64> {
         let mut cursor = self.flush_cursor.lock();
-        // Every failure that poisons the log does so under this lock.
+        // Every failure that poisons the log does so under this lock, but
+        // for the fdatasync of zeros written ahead (`write_zeros_ahead`),
+        // whose write-back errors the writers' fdatasync reports as well.
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
@@ -858,13 +860,16 @@ impl Log {
         self.make_durable(self.tail())
     }
 
-    /// Keeps the active segment's file written with zeros, and
-    /// fdatasynced, ahead of the writes, when the segments ask for it
-    /// ([`crate::storage::Ahead::Zeros`]: stores with `sync_writes`), so
-    /// that a group commit's fdatasync writes its records' blocks alone;
-    /// called by the background flusher. The zeros are written under the
-    /// flush lock (no record is written meanwhile) and fdatasynced after
-    /// it, so that group commits go on during the fdatasync.
+    /// Keeps the file of the segment being written (the tail's) written
+    /// with zeros, and fdatasynced, ahead of the records, when the
+    /// segments ask for it ([`crate::storage::Ahead::Zeros`]: stores with
+    /// `sync_writes`), so that a group commit's fdatasync writes its
+    /// records' blocks alone; called by the background flusher. Each
+    /// megabyte of zeros is written under the flush lock (no record is
+    /// written meanwhile), and they are fdatasynced after it, so that group
+    /// commits go on during the fdatasync. The tail's segment, not the
+    /// flushed address's: a write-out that found the disk full may leave
+    /// that in a sealed segment, already cut to its records.
     ///
     /// # Errors
     /// The fdatasync's error; it poisons the log, as any failed fdatasync
@@ -874,23 +879,21 @@ impl Log {
         if !self.storage.writes_zeros_ahead() {
             return Ok(());
         }
-        let file = {
+        let seg = self.storage.segment_of(self.tail());
+        let mut wrote = false;
+        for _ in 0..ZEROS_AHEAD / ZEROS_AT_ONCE {
             let _cursor = self.flush_cursor.lock();
-            if self.poisoned.load(Ordering::Relaxed) {
-                return Ok(());
+            if self.poisoned.load(Ordering::Relaxed) || !self.storage.write_zeros_ahead(seg) {
+                break;
             }
-            let seg = self
-                .storage
-                .segment_of(self.flushed.load(Ordering::Acquire));
-            match self.storage.write_zeros_ahead(seg) {
-                Some(file) => file,
-                None => return Ok(()),
-            }
-        };
-        file.sync_data().map_err(|e| {
-            self.poisoned.store(true, Ordering::Relaxed);
-            e.into()
-        })
+            wrote = true;
+        }
+        if !wrote {
+            return Ok(());
+        }
+        self.storage
+            .sync_zeros(seg)
+            .inspect_err(|_| self.poisoned.store(true, Ordering::Relaxed))
     }
 
     /// Writes out sealed pages without syncing, so the hot tier keeps room;
@@ -1062,8 +1065,20 @@ mod tests {
         hot_bytes: usize,
         cache_bytes: usize,
     ) -> Log {
+        log_ahead(dir, segment_bits, hot_bytes, cache_bytes, Ahead::Allocate)
+    }
+
+    /// As [`log_in`], with segments made ready ahead of the writes as
+    /// `ahead` says.
+    fn log_ahead(
+        dir: &std::path::Path,
+        segment_bits: u32,
+        hot_bytes: usize,
+        cache_bytes: usize,
+        ahead: Ahead,
+    ) -> Log {
         Log::new(
-            Segments::for_store(dir, segment_bits, 1, true, Ahead::Allocate),
+            Segments::for_store(dir, segment_bits, 1, true, ahead),
             hot_bytes,
             ReadCache::new(cache_bytes).unwrap(),
             Arc::new(Codec::new(
@@ -1267,6 +1282,72 @@ mod tests {
         assert_eq!(log.write_out().unwrap(), log.tail());
         log.sync_all().unwrap();
         assert_eq!(log.durable(), log.tail());
+    }
+
+    /// Regression (review of the zeros written ahead, 2026-12-01): a
+    /// write-out that found the disk full at the first page of a new
+    /// segment (created, so its predecessor already cut to its records)
+    /// left the flushed address in the sealed segment, and the flusher
+    /// wrote its zeros after that segment's records, where recovery then
+    /// refuses a sealed segment's tail.
+    #[test]
+    fn zeros_go_ahead_of_the_tail_not_into_a_sealed_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_ahead(dir.path(), 26, 256 << 20, 0, Ahead::Zeros);
+        let len = |seg| std::fs::metadata(log.storage.path(seg)).unwrap().len();
+        let value = vec![5u8; 100 << 10];
+        for i in 0u32..5 {
+            append_numbered(&log, i, &value);
+        }
+        log.seal_segment().unwrap();
+        let addr = append_at(&log, 5, &value);
+        let next = 1 << 26;
+        assert_eq!(log.storage.segment_of(addr), 1);
+        log.storage.full_from.store(
+            next + SEGMENT_HEADER_BYTES,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        assert!(log.write_out().unwrap_err().is_exhaustion());
+        assert_eq!(
+            log.storage.segment_of(log.flushed.load(Ordering::Acquire)),
+            0
+        );
+        let sealed = len(0);
+        log.write_zeros_ahead().unwrap();
+        assert_eq!(len(0), sealed, "zeros after a sealed segment's records");
+        assert_eq!(len(1), SEGMENT_HEADER_BYTES + ZEROS_AHEAD);
+        // Room again: the record goes over the zeros and reads back.
+        log.storage
+            .full_from
+            .store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        log.sync_all().unwrap();
+        assert_eq!(log.durable(), log.tail());
+        let mut out = Vec::new();
+        let found = log.read_value(addr, &5u32.to_le_bytes(), &mut out, || 0);
+        assert!(matches!(found, Ok(Found::Live { .. })));
+        assert_eq!(out, value);
+    }
+
+    /// A failed fdatasync of the zeros written ahead poisons the log, as
+    /// any failed fdatasync does: the kernel may have dropped records'
+    /// dirty pages with it.
+    #[test]
+    fn a_failed_fdatasync_of_zeros_poisons_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_ahead(dir.path(), 26, 256 << 20, 0, Ahead::Zeros);
+        append_numbered(&log, 0, &[1; 1000]);
+        log.sync_all().unwrap();
+        log.storage
+            .fail_sync_of
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        assert!(log.write_zeros_ahead().is_err());
+        let entry = Entry {
+            flags: 0,
+            expires_at: None,
+            key: b"k",
+            value: b"v",
+        };
+        assert!(matches!(log.append(&entry), Err(Error::Closed)));
     }
 
     #[test]
