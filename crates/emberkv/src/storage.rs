@@ -509,10 +509,12 @@ impl Segments {
     /// Nothing to do for a segment not open.
     ///
     /// The caller (the flusher, through `Log::write_zeros_ahead`) holds the
-    /// log's flush lock, so that no record is written at the same time, and
-    /// names the segment the records go to: zeros go only past the bytes
-    /// written, so they never cover a record, and only into the segment
-    /// being written, whose successor's creation cuts them off.
+    /// log's flush lock, so that no record is written and no segment
+    /// created at the same time, and names the segment the records go to:
+    /// zeros go only past the bytes written, so they never cover a record,
+    /// and only into the newest open segment, whose successor's creation
+    /// cuts them off (a segment that has a successor was cut to its
+    /// records for good: nothing for it).
     ///
     /// A failed write (a full disk, say) is no error: it writes no more
     /// zeros, and the records' writes that follow append as without them
@@ -521,9 +523,16 @@ impl Segments {
         if self.zeros_ahead == 0 {
             return false;
         }
-        let Some(segment) = self.open.load().get(&seg).map(Arc::clone) else {
+        let table = self.open.load();
+        // Only into the newest segment: creating a successor cut this one
+        // to its records for good.
+        if table.range(seg + 1..).next().is_some() {
+            return false;
+        }
+        let Some(segment) = table.get(&seg).map(Arc::clone) else {
             return false;
         };
+        drop(table);
         let from = segment
             .allocated
             .load(Ordering::Relaxed)
@@ -855,9 +864,15 @@ mod tests {
         assert!(top_up(0));
         assert_eq!(file(0).len() as u64, 1 << BIG);
         // The next segment's creation cuts the zeros off, as it cuts an
-        // allocation.
+        // allocation, for good: no zeros go to a segment with a successor
+        // (regression, torture seed 9705 of `tests/crash.rs`: the flusher
+        // named the tail's segment before it took the flush lock, a
+        // write-out created the successor meanwhile, and the zeros went
+        // after the sealed segment's records, where recovery refuses them).
         let end = (1 << BIG) - (2 << 20) + 10;
         segments.create(1, end).unwrap();
+        assert_eq!(file(0).len() as u64, end);
+        assert!(!segments.write_zeros_ahead(0));
         assert_eq!(file(0).len() as u64, end);
         // A store that allocates ahead writes no zeros.
         let allocating = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);

@@ -879,21 +879,25 @@ impl Log {
         if !self.storage.writes_zeros_ahead() {
             return Ok(());
         }
-        let seg = self.storage.segment_of(self.tail());
-        let mut wrote = false;
+        let mut wrote = None;
         for _ in 0..ZEROS_AHEAD / ZEROS_AT_ONCE {
             let _cursor = self.flush_cursor.lock();
+            // The tail read under the lock: a segment's successor is created
+            // (and the segment cut to its records) only under it, and only
+            // once the tail has moved into the successor.
+            let seg = self.storage.segment_of(self.tail());
             if self.poisoned.load(Ordering::Relaxed) || !self.storage.write_zeros_ahead(seg) {
                 break;
             }
-            wrote = true;
+            wrote = Some(seg);
         }
-        if !wrote {
-            return Ok(());
+        match wrote {
+            Some(seg) => self
+                .storage
+                .sync_zeros(seg)
+                .inspect_err(|_| self.poisoned.store(true, Ordering::Relaxed)),
+            None => Ok(()),
         }
-        self.storage
-            .sync_zeros(seg)
-            .inspect_err(|_| self.poisoned.store(true, Ordering::Relaxed))
     }
 
     /// Writes out sealed pages without syncing, so the hot tier keeps room;
