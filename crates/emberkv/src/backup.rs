@@ -37,10 +37,14 @@ pub(crate) fn copy_prefix(
         .into_iter()
         .filter(|&s| s <= last && !retired.contains(s))
     {
+        // A sealed segment's records, not its file: until its successor's
+        // file exists, that still holds what was allocated (or written as
+        // zeros) ahead of the records, which the successor's creation may
+        // cut off while it is copied.
         let len = if seg == last {
             upto - storage.segment_start(seg)
         } else {
-            storage.file_len(seg)?
+            storage.written_len(seg)?
         };
         let name = storage.file_name(seg);
         let mut from = File::open(src.join(&name))?.take(len);

@@ -56,6 +56,17 @@ impl Flusher {
     }
 }
 
+impl Drop for Flusher {
+    /// Stops the thread, if [`Flusher::stop`] did not: a `Db::open` that
+    /// fails after spawning the flusher (its maintenance thread cannot be
+    /// started) must not leave it running, writing zeros ahead into a
+    /// store that another open may already be writing (review of the
+    /// zeros written ahead, 2026-12-01).
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
     let mut next_sync = Instant::now() + interval;
     while !stop.load(Ordering::Acquire) {
@@ -75,5 +86,22 @@ fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
             let _ = log.sync_all();
             next_sync = Instant::now() + interval;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flusher dropped without `stop` stops its thread (which holds the
+    /// log) before the drop returns.
+    #[test]
+    fn a_dropped_flusher_stops_its_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(crate::log::tests::log_in(dir.path(), 20, 4 << 20, 0));
+        let flusher = Flusher::spawn(Arc::clone(&log), Duration::from_millis(1)).unwrap();
+        assert!(Arc::strong_count(&log) > 1);
+        drop(flusher);
+        assert_eq!(Arc::strong_count(&log), 1);
     }
 }

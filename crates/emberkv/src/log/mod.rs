@@ -1059,11 +1059,11 @@ fn read_cold_guessing(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A log at address 0 in `dir`, with no flusher running.
-    pub(super) fn log_in(
+    pub(crate) fn log_in(
         dir: &std::path::Path,
         segment_bits: u32,
         hot_bytes: usize,
