@@ -17,12 +17,14 @@
 //!
 //! # appendfsync always
 //! The engine runs with background flushing; when a batch ran a write
-//! command and `appendfsync` is `always`, the connection calls
-//! [`crate::store::Store::sync`] on the blocking pool before it sends the
-//! batch's replies. Connections syncing at the same moment share the
-//! engine's group commit, and a pipeline of writes costs one fdatasync,
-//! not one each. Replies never leave before the fdatasync covering their
-//! writes has returned; if it fails, the connection closes without them.
+//! command and `appendfsync` is `always`, the connection waits, before it
+//! sends the batch's replies, for a [`crate::store::Store::sync`] that
+//! started after the batch ([`crate::commit`]: one connection at a time
+//! runs it on the blocking pool, the others wait for it without a thread
+//! each), so a pipeline of writes costs one fdatasync, not one each, and
+//! connections waiting at the same moment share one. Replies never leave
+//! before the fdatasync covering their writes has returned; if it fails,
+//! the connection closes without them.
 
 use std::io;
 use std::sync::Arc;
@@ -300,16 +302,15 @@ impl Connection {
     /// replies go out.
     async fn sync(&mut self) -> io::Result<()> {
         let shared = Arc::clone(&self.shared);
-        match tokio::task::spawn_blocking(move || shared.store.sync()).await {
-            Ok(Ok(())) => {
+        match self.shared.commit.wait(move || shared.store.sync()).await {
+            Ok(()) => {
                 self.shared.stats.changes.store(0, Ordering::Relaxed);
                 Ok(())
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 warning!("fdatasync failed, closing the client without its replies: {e}");
-                Err(io::Error::other(e))
+                Err(e)
             }
-            Err(e) => Err(io::Error::other(e)),
         }
     }
 }

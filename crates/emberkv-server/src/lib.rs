@@ -12,8 +12,10 @@
 //!   Redis's protocol errors; [`reply`]: replies written straight into the
 //!   output buffer; [`parse`]: a command's arguments.
 //! - [`connection`]: the per-client loop (pipelining, back-pressure,
-//!   `appendfsync always`); [`server`]: listeners, maxclients, protected
-//!   mode, the cron task, clean shutdown; [`shutdown`]: the signal.
+//!   `appendfsync always`); [`commit`]: group commit across connections
+//!   for `appendfsync always`; [`server`]: listeners, maxclients,
+//!   protected mode, the cron task, clean shutdown; [`shutdown`]: the
+//!   signal.
 //! - [`cmd`]: the command table and one file per command group;
 //!   [`store`]: the engine plus per-key write locks and versions;
 //!   [`kv`]: the keyspace as a command sees it, directly or under an
@@ -32,6 +34,7 @@
 
 pub mod clients;
 pub mod cmd;
+pub mod commit;
 pub mod config;
 pub mod connection;
 pub mod error;
