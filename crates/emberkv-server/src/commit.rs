@@ -6,7 +6,11 @@
 //! thread each. The sync that covers them is the first one that starts
 //! after they asked: its number (an epoch) is handed out under a lock that
 //! the leader also takes to start a sync, so that a connection's writes
-//! happen before every sync numbered after its ticket.
+//! happen before every sync numbered at or after its ticket. A sync that
+//! fails covers no one: its leader returns the error, and the connections
+//! that waited for it lead a sync of their own (a full disk may have room
+//! again; a store that refuses writes after a failed fdatasync fails each
+//! of them at once).
 //!
 //! Before this, each connection ran `Store::sync` on the blocking pool
 //! itself: 50 clients of `redis-benchmark` kept about 460 threads in the
@@ -25,11 +29,8 @@ use tokio::sync::watch;
 struct Synced {
     /// A leader's sync is running.
     running: bool,
-    /// The newest epoch whose sync returned.
+    /// The newest epoch whose sync returned `Ok`.
     done: u64,
-    /// A sync failed: the store refuses writes from then on, and every
-    /// later wait fails too.
-    failed: bool,
 }
 
 /// Group commit across connections (see the module docs).
@@ -54,8 +55,8 @@ impl Default for GroupCommit {
 /// future was dropped mid-sync), the next waiter may lead.
 struct Turn<'a> {
     commit: &'a GroupCommit,
-    /// The epoch the sync covered, once it returned.
-    done: Option<(u64, bool)>,
+    /// The epoch of the sync, once it returned `Ok`.
+    done: Option<u64>,
 }
 
 impl Drop for Turn<'_> {
@@ -63,9 +64,8 @@ impl Drop for Turn<'_> {
         let done = self.done;
         self.commit.state.send_modify(|s| {
             s.running = false;
-            if let Some((epoch, ok)) = done {
+            if let Some(epoch) = done {
                 s.done = s.done.max(epoch);
-                s.failed |= !ok;
             }
         });
     }
@@ -77,9 +77,10 @@ impl GroupCommit {
     /// they are then covered by that run.
     ///
     /// # Errors
-    /// The error of the covering sync, or of any earlier failed one (after
-    /// a failed fdatasync the store refuses further writes), or a panic of
-    /// `sync` as an error.
+    /// The error of the run of `sync` this call led (a panic in it as an
+    /// error): a call leads when no run is going on and none that
+    /// succeeded covers it yet, so a failed run's waiters each lead a run
+    /// of their own.
     pub async fn wait(
         &self,
         sync: impl FnOnce() -> emberkv::Result<()> + Send + 'static,
@@ -90,9 +91,6 @@ impl GroupCommit {
         loop {
             let lead = {
                 let s = *rx.borrow_and_update();
-                if s.failed {
-                    return Err(io::Error::other("an earlier fdatasync failed"));
-                }
                 if s.done >= ticket {
                     return Ok(());
                 }
@@ -119,7 +117,9 @@ impl GroupCommit {
                     Ok(Err(e)) => Err(io::Error::other(e)),
                     Err(e) => Err(io::Error::other(e)),
                 };
-                turn.done = Some((epoch, result.is_ok()));
+                if result.is_ok() {
+                    turn.done = Some(epoch);
+                }
                 drop(turn);
                 // Its epoch covers this waiter's ticket.
                 return result;
@@ -196,19 +196,54 @@ mod tests {
         );
     }
 
-    /// A failed sync fails its waiters and every later one.
+    /// A failed sync covers no one: its leader gets the error, and every
+    /// connection that waited for it runs a sync of its own, which
+    /// succeeds once the store can sync again (regression, review of
+    /// 2026-12-01: a failure used to stick, and every later wait failed
+    /// without a sync, also after a full disk had room again).
     #[test]
-    fn a_failed_sync_fails_every_later_wait() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
+    fn a_failed_sync_covers_no_one_and_a_later_one_can_succeed() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
             .build()
             .unwrap();
-        let commit = GroupCommit::default();
+        let commit = Arc::new(GroupCommit::default());
+        let full = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (failed, ok) = runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let (commit, full) = (Arc::clone(&commit), Arc::clone(&full));
+                tasks.spawn(async move {
+                    commit
+                        .wait(move || {
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                            // The disk has room again after the first sync.
+                            if full.swap(false, Ordering::SeqCst) {
+                                Err(emberkv::Error::Closed)
+                            } else {
+                                Ok(())
+                            }
+                        })
+                        .await
+                });
+            }
+            let (mut failed, mut ok) = (0, 0);
+            while let Some(result) = tasks.join_next().await {
+                match result.unwrap() {
+                    Ok(()) => ok += 1,
+                    Err(_) => failed += 1,
+                }
+            }
+            (failed, ok)
+        });
+        assert_eq!((failed, ok), (1, 15));
+        // A failed sync leaves what it would have covered uncovered.
+        let covered = commit.state.borrow().done;
         runtime.block_on(async {
-            commit.wait(|| Ok(())).await.unwrap();
-            let failed = commit.wait(|| Err(emberkv::Error::Closed)).await;
-            assert!(failed.is_err());
-            assert!(commit.wait(|| Ok(())).await.is_err());
+            assert!(commit.wait(|| Err(emberkv::Error::Closed)).await.is_err());
+            assert_eq!(commit.state.borrow().done, covered);
+            assert!(commit.wait(|| Ok(())).await.is_ok());
+            assert!(commit.state.borrow().done > covered);
         });
     }
 }

@@ -247,6 +247,9 @@ async fn serve(
         .map_err(|e| format!("cannot install the SIGTERM handler: {e}"))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| format!("cannot install the SIGINT handler: {e}"))?;
+    // Subscribed before the first accept too: a SHUTDOWN from an early
+    // client must reach this loop.
+    let mut shutdown = shared.subscribe();
     let mut listeners = JoinSet::new();
     for l in tcp {
         if let Ok(addr) = l.local_addr() {
@@ -263,7 +266,6 @@ async fn serve(
     let cron = tokio::spawn(cron(Arc::clone(&shared)));
     notice!("Ready to accept connections ({threads} io threads)");
 
-    let mut shutdown = shared.subscribe();
     tokio::select! {
         _ = sigterm.recv() => notice!("Received SIGTERM scheduling shutdown..."),
         _ = sigint.recv() => notice!("Received SIGINT scheduling shutdown..."),
