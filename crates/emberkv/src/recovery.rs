@@ -89,9 +89,10 @@ impl Mode<'_> {
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
 /// segment's tail or a missing segment, and, from a checkpoint, when no
-/// valid record starts at `from` in a segment with bytes past it (then
-/// nothing is truncated: only a replay of the whole log can tell a torn
-/// tail from a `covered` that is no record boundary);
+/// valid record starts at `from` in a segment with bytes past it, unless
+/// `from` is in the newest segment and its records end exactly there
+/// (then nothing is truncated: only a replay of the whole log can tell a
+/// torn tail from a `covered` that is no record boundary);
 /// [`Error::IncompatibleFormat`]; I/O errors. When checking, only I/O
 /// errors.
 pub(crate) fn replay(
@@ -228,12 +229,20 @@ pub(crate) fn replay(
         };
         if torn {
             let cut = if batch.is_empty() { pos } else { batch_start };
-            if matches!(mode, Mode::Repair) && cut == from && from > start + SEGMENT_HEADER_BYTES {
+            if matches!(mode, Mode::Repair)
+                && cut == from
+                && from > start + SEGMENT_HEADER_BYTES
+                && !(seg == newest && ends_records(storage, &mut chunk, seg, from, end)?)
+            {
                 // Nothing valid at a checkpoint's `covered`: a torn tail
                 // right there, or a `covered` that is no record boundary
                 // (a crafted file). Cutting here could destroy records, so
                 // the caller replays the whole log instead, which finds
-                // where the valid records end.
+                // where the valid records end. In the newest segment, a
+                // walk over the segment's records first tells a boundary
+                // (a store that crashed idle after a checkpoint, with the
+                // room allocated or zeroed ahead of its records after it)
+                // from the rest, at the cost of reading that segment.
                 return Err(Error::corruption(
                     from,
                     "no valid record at the checkpoint's covered address",
@@ -344,6 +353,28 @@ fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Res
     })
 }
 
+/// Whether valid records (and pads) run without a gap from the first of
+/// segment `seg` to `addr`: then `addr` is a record boundary, and bytes
+/// that are no record there are a torn or allocated tail. Reads (and
+/// checks the checksum of) every record of the segment below `addr`.
+fn ends_records(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    seg: u64,
+    addr: u64,
+    end: u64,
+) -> Result<bool> {
+    let mut pos = storage.segment_start(seg) + SEGMENT_HEADER_BYTES;
+    while pos < addr {
+        pos += match next_record(storage, chunk, pos, end)? {
+            Next::Pad(len) => len,
+            Next::Record(header) => header.total_len() as u64,
+            Next::Invalid => return Ok(false),
+        };
+    }
+    Ok(pos == addr)
+}
+
 /// Applies the record at `pos`, whose checksum `next_record` verified, to
 /// the index.
 fn apply(
@@ -436,4 +467,67 @@ fn with_chunk_record<T>(
     }
     let h = fetch_cold(storage, addr, scratch)?;
     Ok(f(&Record::verify(h, scratch, addr)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::tests::log_in;
+    use crate::record::Entry;
+
+    fn entry<'a>(key: &'a [u8], value: &'a [u8]) -> Entry<'a> {
+        Entry {
+            flags: 0,
+            expires_at: None,
+            key,
+            value,
+        }
+    }
+
+    /// A store that crashed idle right after a checkpoint: its `covered` is
+    /// the end of the records, and zeros (allocated or written ahead)
+    /// follow. Replay from the checkpoint cuts them and keeps every record,
+    /// where it used to refuse and make open replay the whole log. A
+    /// `covered` inside a record still refuses.
+    #[test]
+    fn zeros_right_at_a_checkpoint_s_covered_address_are_cut_without_a_full_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 26, 64 << 20, 0);
+        let value = vec![7u8; 3000];
+        let mut addrs = Vec::new();
+        for k in 0u32..100 {
+            addrs.push(log.append(&entry(&k.to_le_bytes(), &value)).unwrap());
+        }
+        log.sync_all().unwrap();
+        let covered = log.tail();
+        let storage = log.storage();
+        let path = storage.path(0);
+        drop(log);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(covered + (1 << 20)).unwrap();
+        drop(file);
+        let storage = Segments::new(dir.path(), 26, 1);
+        let (hasher, retired) = (KeyHasher::new(1), Retired::default());
+        let replay = |from| {
+            let index = Index::with_capacity(1024);
+            let mut pads = HashMap::new();
+            replay(
+                &storage,
+                &retired,
+                &index,
+                &hasher,
+                Mode::Repair,
+                from,
+                &mut pads,
+            )
+        };
+        // Inside the 51st record: no boundary, so no cut either.
+        assert!(matches!(
+            replay(addrs[50] + 100),
+            Err(Error::Corruption { .. })
+        ));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), covered + (1 << 20));
+        assert_eq!(replay(covered).unwrap(), covered);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), covered);
+    }
 }
