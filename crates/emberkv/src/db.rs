@@ -930,8 +930,9 @@ impl Db {
             }
         }
         let storage = self.core.log.storage();
-        // As in `shutdown`: the segment before the active one holds its
-        // allocation until its successor's file is created.
+        // The segment before the active one holds its allocation until
+        // its successor's file is created (by the next write-out after a
+        // seal).
         let active = storage.segment_of(self.core.log.tail());
         let ahead = storage.allocated_ahead(active)
             + active
@@ -1030,15 +1031,10 @@ impl Db {
         }
         self.core.log.sync_all()?;
         // Nothing is written after a close: the active segment's file
-        // gives back what was allocated ahead of the writes, and so does
-        // the one before it, which still holds it when the active segment
-        // was sealed with no record written to its successor since.
+        // gives back what was allocated ahead of the writes (the sync
+        // above created the tail's segment, which cut the one before it).
         let storage = self.core.log.storage();
-        let active = storage.segment_of(self.core.log.tail());
-        if let Some(sealed) = active.checked_sub(1) {
-            storage.trim(sealed)?;
-        }
-        storage.trim(active)
+        storage.trim(storage.segment_of(self.core.log.tail()))
     }
 
     pub(crate) fn core(&self) -> &Core {

@@ -546,6 +546,25 @@ impl Log {
                 // log advance.
                 self.flushed.store(hi, Ordering::Release);
             }
+            // A tail at the first record of a fresh segment (the one before
+            // it sealed, nothing appended since) lies past its header, which
+            // no page holds: the segment is created here all the same, so
+            // that no durable address (a checkpoint's `covered`) names a
+            // segment without a file, which would make the next open
+            // replay the whole log.
+            let seg = self.storage.segment_of(target);
+            if target == self.storage.segment_start(seg) + SEGMENT_HEADER_BYTES
+                && cursor.dirty_segment != Some(seg)
+            {
+                if let Some(dirty) = cursor.dirty_segment.take() {
+                    self.sync_segment(dirty)?;
+                }
+                self.storage.open_or_create(seg, || {
+                    self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
+                })?;
+                self.sealed_lengths.lock().remove(&seg);
+                cursor.dirty_segment = Some(seg);
+            }
             Ok(target)
         })();
         match result {
