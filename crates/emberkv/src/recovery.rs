@@ -89,10 +89,11 @@ impl Mode<'_> {
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
 /// segment's tail or a missing segment, and, from a checkpoint, when no
-/// valid record starts at `from` in a segment with bytes past it, unless
-/// `from` is in the newest segment and its records end exactly there
-/// (then nothing is truncated: only a replay of the whole log can tell a
-/// torn tail from a `covered` that is no record boundary);
+/// valid record starts at `from` in a segment with bytes past it (then
+/// nothing is truncated: only a replay of the whole log can tell a torn
+/// tail from a `covered` that is no record boundary), unless `from` is in
+/// the newest segment and its records end exactly there (then the bytes
+/// from `from` on are cut, as a torn tail);
 /// [`Error::IncompatibleFormat`]; I/O errors. When checking, only I/O
 /// errors.
 pub(crate) fn replay(

@@ -20,7 +20,8 @@ pub struct Stats {
     /// Bytes of every file in the store's directory: segments, the index
     /// checkpoint, metadata; less the space allocated ahead of the writes
     /// in the active segment (up to 1 MiB, or 4 MiB of zeros with
-    /// `sync_writes`; see `Options::segment_bytes`).
+    /// `sync_writes`; see `Options::segment_bytes`), and in the segment
+    /// before it between a seal and the next write-out.
     pub disk_bytes: u64,
     /// `disk_bytes / logical_bytes` (0 for an empty store): the space
     /// amplification. Overwritten and removed records count on disk until

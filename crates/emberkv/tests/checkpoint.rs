@@ -275,3 +275,47 @@ fn a_full_replay_that_grows_the_index_finds_every_key() -> TestResult {
     }
     Ok(())
 }
+
+/// A record that fills its segment to the last byte leaves the tail at the
+/// next segment's first byte. Regression (final review, 2026-12-01): the
+/// close's checkpoint then covered up to a segment without a file, did not
+/// apply, and every open replayed the whole log (and left the same state
+/// behind) until a write landed. Now the close creates that segment.
+#[test]
+fn a_record_that_fills_its_segment_leaves_a_checkpoint_over_a_segment_that_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = options();
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    db.insert(b"first", b"value").unwrap();
+    db.sync().unwrap();
+    let seg0 = dir.path().join(format!("{:012}.seg", 0));
+    // The segment's header, then the first record: what it takes is the
+    // file's length less the header (64 bytes).
+    let first = std::fs::metadata(&seg0).unwrap().len() - 64;
+    let overhead = first - b"first".len() as u64 - b"value".len() as u64;
+    let room = (1 << 20) - 64 - first;
+    let key = b"fills the segment";
+    let value = vec![9u8; (room - overhead - key.len() as u64) as usize];
+    db.insert(key, &value).unwrap();
+    db.close().unwrap();
+    assert_eq!(
+        std::fs::metadata(&seg0).unwrap().len(),
+        1 << 20,
+        "segment 0 is full"
+    );
+    assert_eq!(segment_numbers(dir.path()), [0, 1]);
+    for _ in 0..2 {
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        assert_eq!(db.get(key).unwrap(), Some(value.clone()));
+        assert_eq!(db.get(b"first").unwrap().unwrap(), b"value");
+        db.close().unwrap();
+        assert!(emberkv::check(dir.path()).unwrap().is_sound());
+    }
+    // A store left in the old state (no file for the next segment): the
+    // first close after opening it creates the file.
+    std::fs::remove_file(dir.path().join(format!("{:012}.seg", 1))).unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(db.get(key).unwrap(), Some(value));
+    db.close().unwrap();
+    assert_eq!(segment_numbers(dir.path()), [0, 1]);
+}
