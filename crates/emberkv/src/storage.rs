@@ -533,11 +533,9 @@ impl Segments {
             return false;
         };
         drop(table);
-        let from = segment
-            .allocated
-            .load(Ordering::Relaxed)
-            .max(segment.written.load(Ordering::Acquire));
-        let wanted = segment.written.load(Ordering::Acquire) + self.zeros_ahead;
+        let written = segment.written.load(Ordering::Acquire);
+        let from = segment.allocated.load(Ordering::Relaxed).max(written);
+        let wanted = written + self.zeros_ahead;
         if wanted < from + ZEROS_AT_ONCE {
             return false;
         }

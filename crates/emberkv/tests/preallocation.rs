@@ -33,6 +33,38 @@ fn copy_files(from: &Path, to: &Path) {
     }
 }
 
+/// Opens the crash image in `to`, finds keys `0..keys` there with their
+/// values, closes it and checks it sound.
+fn open_image(to: &Path, options: &Options, keys: u32) {
+    let copy = Db::open(to, options.clone()).unwrap();
+    for k in 0..keys {
+        let got = copy.get(&k.to_le_bytes()).unwrap();
+        assert_eq!(got, Some(value(k)), "image of {keys} keys, key {k}");
+    }
+    copy.close().unwrap();
+    let report = emberkv::check(to).unwrap();
+    assert!(report.is_sound(), "{:?}", report.problems);
+}
+
+/// A store in `dir` with 64 MiB segments holding 40 values of 64 KiB,
+/// whose active segment was sealed (`compact`) after the flusher had time
+/// to allocate or write zeros ahead of the records.
+fn sealed_store(dir: &Path, sync_writes: bool) -> (Db, Options) {
+    let options = Options::default()
+        .segment_bytes(64 << 20)
+        .sync_writes(sync_writes)
+        .compaction_garbage(None);
+    let db = Db::open(dir, options.clone()).unwrap();
+    for k in 0u32..40 {
+        db.insert(&k.to_le_bytes(), &value(k)).unwrap();
+    }
+    db.sync().unwrap();
+    // The flusher wakes (every 100 ms at least) and writes zeros ahead.
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert_eq!(db.compact().unwrap().segments, 0);
+    (db, options)
+}
+
 fn segment_lengths(dir: &Path) -> Vec<u64> {
     let mut segs: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -79,14 +111,7 @@ fn a_store_copied_while_open_opens_with_every_synced_write() {
     let lengths = segment_lengths(&store);
     assert!(lengths.len() > 10, "{lengths:?}");
     for (to, synced) in images {
-        let copy = Db::open(&to, options.clone()).unwrap();
-        for k in 0..synced {
-            let got = copy.get(&k.to_le_bytes()).unwrap();
-            assert_eq!(got, Some(value(k)), "image of {synced} keys, key {k}");
-        }
-        copy.close().unwrap();
-        let report = emberkv::check(&to).unwrap();
-        assert!(report.is_sound(), "{:?}", report.problems);
+        open_image(&to, &options, synced);
     }
     db.close().unwrap();
     let report = emberkv::check(&store).unwrap();
@@ -127,14 +152,7 @@ fn a_sync_writes_store_copied_while_open_opens_with_every_acknowledged_write() {
     let mut zeros_seen = 0;
     for (to, acked) in images {
         let copied = segment_lengths(&to);
-        let copy = Db::open(&to, options.clone()).unwrap();
-        for k in 0..acked {
-            let got = copy.get(&k.to_le_bytes()).unwrap();
-            assert_eq!(got, Some(value(k)), "image of {acked} keys, key {k}");
-        }
-        copy.close().unwrap();
-        let report = emberkv::check(&to).unwrap();
-        assert!(report.is_sound(), "{:?}", report.problems);
+        open_image(&to, &options, acked);
         // Opening cut the zeros after the newest segment's records, and
         // the clean close kept it cut.
         let cut = segment_lengths(&to);
@@ -161,18 +179,7 @@ fn a_sync_writes_store_copied_while_open_opens_with_every_acknowledged_write() {
 fn a_store_closed_right_after_a_seal_checks_clean_and_has_its_next_segment() {
     for sync_writes in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options::default()
-            .segment_bytes(64 << 20)
-            .sync_writes(sync_writes)
-            .compaction_garbage(None);
-        let db = Db::open(dir.path(), options.clone()).unwrap();
-        for k in 0u32..40 {
-            db.insert(&k.to_le_bytes(), &value(k)).unwrap();
-        }
-        db.sync().unwrap();
-        // The flusher wakes (every 100 ms at least) and writes zeros ahead.
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        assert_eq!(db.compact().unwrap().segments, 0);
+        let (db, options) = sealed_store(dir.path(), sync_writes);
         db.close().unwrap();
         let report = emberkv::check(dir.path()).unwrap();
         assert!(
@@ -200,17 +207,7 @@ fn a_backup_right_after_a_seal_copies_records_only() {
     for sync_writes in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let (store, copy) = (dir.path().join("store"), dir.path().join("copy"));
-        let options = Options::default()
-            .segment_bytes(64 << 20)
-            .sync_writes(sync_writes)
-            .compaction_garbage(None);
-        let db = Db::open(&store, options.clone()).unwrap();
-        for k in 0u32..40 {
-            db.insert(&k.to_le_bytes(), &value(k)).unwrap();
-        }
-        db.sync().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        assert_eq!(db.compact().unwrap().segments, 0);
+        let (db, options) = sealed_store(&store, sync_writes);
         db.backup(&copy).unwrap();
         let report = emberkv::check(&copy).unwrap();
         assert!(

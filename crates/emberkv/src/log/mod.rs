@@ -521,25 +521,11 @@ impl Log {
                 if lo >= hi {
                     continue;
                 }
-                let seg = self.storage.segment_of(lo);
-                if cursor.dirty_segment.is_some_and(|d| d != seg) {
-                    // Make a segment durable before writing the next one, so
-                    // that the surviving log is always a prefix.
-                    self.sync_segment(cursor.dirty_segment.take().expect("some"))?;
-                }
-                if cursor.dirty_segment.is_none() {
-                    // The sealed length is forgotten only once the segment
-                    // exists: a creation that failed is tried again.
-                    self.storage.open_or_create(seg, || {
-                        self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
-                    })?;
-                    self.sealed_lengths.lock().remove(&seg);
-                }
+                self.enter_segment(&mut cursor, self.storage.segment_of(lo))?;
                 // SAFETY: `lo..hi` is below the `Acquire`-loaded tail, so it
                 // was fully written and is never written again.
                 let bytes = unsafe { page.read(lo, (hi - lo) as usize) };
                 self.storage.write_at(lo, bytes)?;
-                cursor.dirty_segment = Some(seg);
                 // Progress is kept page by page: after a write that found
                 // the disk full, the next write-out resumes here, so that
                 // freeing less room than the whole backlog still lets the
@@ -553,17 +539,8 @@ impl Log {
             // segment without a file, which would make the next open
             // replay the whole log.
             let seg = self.storage.segment_of(target);
-            if target == self.storage.segment_start(seg) + SEGMENT_HEADER_BYTES
-                && cursor.dirty_segment != Some(seg)
-            {
-                if let Some(dirty) = cursor.dirty_segment.take() {
-                    self.sync_segment(dirty)?;
-                }
-                self.storage.open_or_create(seg, || {
-                    self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
-                })?;
-                self.sealed_lengths.lock().remove(&seg);
-                cursor.dirty_segment = Some(seg);
+            if target == self.storage.segment_start(seg) + SEGMENT_HEADER_BYTES {
+                self.enter_segment(&mut cursor, seg)?;
             }
             Ok(target)
         })();
@@ -586,6 +563,26 @@ impl Log {
                 Err(e)
             }
         }
+    }
+
+    /// Makes `seg` the segment that write-outs write to (under the flush
+    /// lock): fdatasyncs the segment written before it first, so that the
+    /// surviving log is always a prefix, and opens or creates its file. The
+    /// sealed length is forgotten only once the segment exists: a creation
+    /// that failed is tried again.
+    fn enter_segment(&self, cursor: &mut FlushCursor, seg: u64) -> Result<()> {
+        if cursor.dirty_segment == Some(seg) {
+            return Ok(());
+        }
+        if let Some(dirty) = cursor.dirty_segment.take() {
+            self.sync_segment(dirty)?;
+        }
+        self.storage.open_or_create(seg, || {
+            self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
+        })?;
+        self.sealed_lengths.lock().remove(&seg);
+        cursor.dirty_segment = Some(seg);
+        Ok(())
     }
 
     /// fdatasyncs segment `seg`. A failure poisons the log whatever its
