@@ -986,6 +986,9 @@ unsafe fn hot_record(page: &Page, addr: u64, verify: Verify) -> Result<Record<'_
     // the first part of it.
     let head = unsafe { page.read(addr, page.available(addr, HEADER_BYTES)) };
     let header = Header::parse(head, addr)?;
+    // The header's line is in the cache now; the rest of the record is
+    // read in order by the checksum, so its misses had better overlap.
+    page.prefetch(addr, header.total_len());
     if header.is_pad() || page.available(addr, header.total_len()) < header.total_len() {
         return Err(Error::corruption(addr, "hot record overruns its page"));
     }

@@ -184,6 +184,37 @@ impl Page {
         unsafe { std::slice::from_raw_parts(base.add(off), len) }
     }
 
+    /// Asks the CPU to start loading the bytes `addr..addr + len` (clamped
+    /// to the page) into its caches, one request per 64-byte line, so that
+    /// a reader about to go through them in order (a checksum, a copy) does
+    /// not meet their memory misses one after another: for a 1 KiB record
+    /// in the hot tier, about 12 % more gets per second in a probe
+    /// (docs/PERFORMANCE.md). A hint, sound for any range, published or
+    /// not: it reads and changes nothing. Does nothing on targets other
+    /// than x86-64, or under Miri.
+    pub(crate) fn prefetch(&self, addr: u64, len: usize) {
+        if addr < self.start || addr >= self.end() {
+            return;
+        }
+        let off = (addr - self.start) as usize;
+        let end = off.saturating_add(len).min(self.bytes.len());
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let base = self.bytes.as_ptr() as *const i8;
+            // Every 64 bytes from `off`, then the last byte, whose line the
+            // steps miss when `off` is not on a line's start.
+            for at in (off..end).step_by(64).chain((end > off).then(|| end - 1)) {
+                // SAFETY: `off <= at < end <= self.bytes.len()`, so the
+                // pointer is inside the buffer; a prefetch neither reads nor
+                // writes memory as far as the program can observe.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at)) };
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        let _ = end;
+    }
+
     /// Bytes from `addr` to the end of the page, clamped to `len`.
     pub(crate) fn available(&self, addr: u64, len: usize) -> usize {
         len.min((self.end() - addr) as usize)
@@ -256,6 +287,30 @@ mod tests {
         // SAFETY: written above.
         assert_eq!(unsafe { page.read(4200, 3) }, b"abc");
         assert_eq!(page.available(4300, 100), 52);
+    }
+
+    #[test]
+    fn prefetch_of_any_range_changes_nothing() {
+        let page = Page::new(4096, 4096, 256);
+        // SAFETY: single thread; nothing published yet.
+        unsafe { page.fill(4096, 256, |b| b.fill(7)) };
+        // Inside, running past the end, empty, at the last byte, and before
+        // and after the page: a hint, never a panic or a change.
+        for (addr, len) in [
+            (4096, 256),
+            (4100, 1000),
+            (4150, 0),
+            (4351, 1),
+            (4351, usize::MAX),
+            (0, 64),
+            (4095, 64),
+            (4352, 64),
+            (u64::MAX, 1),
+        ] {
+            page.prefetch(addr, len);
+        }
+        // SAFETY: written above, never written again.
+        assert!(unsafe { page.read(4096, 256) }.iter().all(|&b| b == 7));
     }
 
     #[test]
