@@ -73,7 +73,7 @@ use std::sync::Arc;
 use memmap2::{Advice, Mmap, MmapOptions};
 
 use crate::error::{Error, Result};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{ArcSwap, Mutex};
 
 /// How the active segment's file is made ready ahead of its writes, for
@@ -137,6 +137,11 @@ pub(crate) struct Segment {
     /// lock) and by cuts (the next segment's creation, `trim`,
     /// `truncate`).
     allocated: AtomicU64,
+    /// Set while a cut of the file is not known to be durable (from just
+    /// before its truncation until an fsync after it succeeds), so that a
+    /// cut retried after a failed fsync syncs even though it finds the file
+    /// already short.
+    cut_unsynced: AtomicBool,
 }
 
 impl Segment {
@@ -163,6 +168,7 @@ impl Segment {
             map,
             written: AtomicU64::new(written),
             allocated: AtomicU64::new(written),
+            cut_unsynced: AtomicBool::new(false),
         })
     }
 }
@@ -677,12 +683,30 @@ fn cut(segment: &Segment, len: u64) -> Result<()> {
     if file_len > len {
         // Lowered first: a get reads the map only below it.
         segment.written.fetch_min(len, Ordering::Release);
+        segment.cut_unsynced.store(true, Ordering::Release);
         segment.file.set_len(len)?;
-        segment.file.sync_all()?;
+    }
+    if segment.cut_unsynced.load(Ordering::Acquire) {
+        sync_cut(&segment.file)?;
+        segment.cut_unsynced.store(false, Ordering::Release);
     }
     segment
         .allocated
         .store(file_len.min(len), Ordering::Relaxed);
+    Ok(())
+}
+
+/// fsyncs a cut file. Under test, counts the fsyncs that succeed, and
+/// fails once after `tests::fail_next_cut_sync`, as a full disk's or a
+/// failed write-back's fsync would.
+fn sync_cut(file: &File) -> io::Result<()> {
+    #[cfg(test)]
+    if tests::FAIL_NEXT_CUT_SYNC.take() {
+        return Err(io::ErrorKind::StorageFull.into());
+    }
+    file.sync_all()?;
+    #[cfg(test)]
+    tests::CUT_SYNCS.set(tests::CUT_SYNCS.get() + 1);
     Ok(())
 }
 
@@ -712,11 +736,58 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
 
     const BITS: u32 = 20;
 
+    thread_local! {
+        /// Makes this thread's next [`sync_cut`] fail.
+        pub(super) static FAIL_NEXT_CUT_SYNC: Cell<bool> = const { Cell::new(false) };
+        /// This thread's successful [`sync_cut`]s.
+        pub(super) static CUT_SYNCS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Makes this thread's next fsync of a cut fail.
+    fn fail_next_cut_sync() {
+        FAIL_NEXT_CUT_SYNC.set(true);
+    }
+
     fn mapped(segments: &Segments, addr: u64) -> Option<Vec<u8>> {
         segments.with_mapped(addr, <[u8]>::to_vec)
+    }
+
+    #[test]
+    fn a_cut_whose_fsync_failed_is_synced_when_retried() {
+        const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let at = SEGMENT_HEADER_BYTES;
+        segments.create(0, 0).unwrap();
+        segments.write_at(at, &[5; 1000]).unwrap();
+        // Creating segment 1 cuts segment 0 to the length its header will
+        // record; the cut's fsync fails, so segment 1 is not created.
+        fail_next_cut_sync();
+        assert!(segments.create(1, at + 1000).is_err());
+        assert!(!segments.path(1).exists());
+        assert_eq!(
+            std::fs::metadata(segments.path(0)).unwrap().len(),
+            at + 1000
+        );
+        // The retry finds the file already cut, and still syncs it before
+        // the new header records the length.
+        let synced = CUT_SYNCS.get();
+        segments.create(1, at + 1000).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 1);
+        // As does `trim` at a close.
+        segments.write_at((1 << BIG) + at, &[7; 10]).unwrap();
+        fail_next_cut_sync();
+        assert!(segments.trim(1).is_err());
+        segments.trim(1).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 2);
+        // A cut that is durable is not synced again.
+        segments.trim(1).unwrap();
+        segments.trim(0).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 2);
     }
 
     #[test]
