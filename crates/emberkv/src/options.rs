@@ -29,7 +29,12 @@ pub struct Options {
     /// when smaller) waits unflushed: a writer past that writes the log
     /// out itself. Default 256 MiB; at least 4 pages (4 MiB). Up to 4
     /// more 1 MiB buffers are kept beside it, for the next pages: those of
-    /// pages that left, and (from the flusher) freshly faulted-in ones.
+    /// pages that left, and (from the flusher, up to 8 ahead of the
+    /// writes) freshly faulted-in ones. The pages live in one memory map
+    /// of this many bytes plus 6 MiB, reserved (as address space) at open
+    /// and advised for transparent huge pages where the kernel has them;
+    /// its memory is taken as pages are first used and given back at
+    /// close.
     pub hot_bytes: usize,
     /// Memory for the read cache, in bytes: cold records (those no longer
     /// in the hot tier) that are read again, so that their next get costs

@@ -96,9 +96,11 @@ struct Appender {
 }
 
 /// Page buffers the flusher keeps ready, faulted in, for the appender's
-/// next pages: two, so that a page sealed between two wakes of the flusher
-/// still finds one.
-const STOCKED_PAGES: usize = 2;
+/// next pages (8 MiB): a fill seals a page about every millisecond, so
+/// with two (as until 2026-12-01) the appender still faulted in most of
+/// its pages itself under its lock, at the cost of a fill's p99
+/// (docs/PERFORMANCE.md).
+const STOCKED_PAGES: usize = 8;
 
 /// Longest a group-commit leader waits for writers to join (200 µs).
 const MAX_GATHER: Duration = Duration::from_micros(200);
@@ -183,7 +185,11 @@ impl Log {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
-        let page_pool = Arc::new(PagePool::new(PAGE_BYTES));
+        // Frames for a hot tier full of pages, and for the pool's stock.
+        let page_pool = Arc::new(PagePool::with_frames(
+            PAGE_BYTES,
+            hot_bytes.div_ceil(PAGE_BYTES) + page::POOL_BUFFERS,
+        ));
         if tail == seg_start && seg > 0 {
             // The log ends exactly at the end of a full segment: the next
             // segment's header must say so when the flusher creates it.
