@@ -27,14 +27,14 @@ pub struct Options {
     /// log grows, one 1 MiB page at a time, and flushed pages leave it,
     /// oldest first, once it is full. At most 64 MiB of it (or all of it,
     /// when smaller) waits unflushed: a writer past that writes the log
-    /// out itself. Default 256 MiB; at least 4 pages (4 MiB). Up to 4
-    /// more 1 MiB buffers are kept beside it, for the next pages: those of
-    /// pages that left, and (from the flusher, up to 8 ahead of the
-    /// writes) freshly faulted-in ones. The pages live in one memory map
-    /// of this many bytes plus 6 MiB, reserved (as address space) at open
-    /// and advised for transparent huge pages where the kernel has them;
-    /// its memory is taken as pages are first used and given back at
-    /// close.
+    /// out itself. Default 256 MiB; at least 4 pages (4 MiB). The pages
+    /// live in one memory map per store, reserved at open (this many
+    /// bytes rounded up to whole MiB, plus 6 MiB) and advised for
+    /// transparent huge pages where the kernel has them; its memory is
+    /// taken as pages are first used, and up to 8 MiB more is kept
+    /// faulted in beside the hot tier for the next pages (the frames of
+    /// pages that left, and ones the flusher readied ahead of the
+    /// writes). All of it is given back at close.
     pub hot_bytes: usize,
     /// Memory for the read cache, in bytes: cold records (those no longer
     /// in the hot tier) that are read again, so that their next get costs

@@ -634,6 +634,7 @@ impl Segments {
     pub(crate) fn truncate(&self, seg: u64, addr: u64) -> Result<()> {
         debug_assert!(self.segment_of(addr) == seg || addr == self.segment_start(seg + 1));
         let segment = self.open(seg)?;
+        let _opening = self.opening.lock();
         cut(&segment, addr - self.segment_start(seg))
     }
 }
@@ -676,8 +677,10 @@ fn allocate(segment: &Segment, to: u64) {
     segment.allocated.store(allocated, Ordering::Relaxed);
 }
 
-/// Cuts `segment`'s file to `len` bytes and makes the cut durable, when
-/// it is longer.
+/// Cuts `segment`'s file to `len` bytes when it is longer, and makes the
+/// cut durable (also one an earlier call made but failed to sync). The
+/// caller holds `Segments::opening`, so cuts never overlap (two could
+/// otherwise clear each other's `cut_unsynced`).
 fn cut(segment: &Segment, len: u64) -> Result<()> {
     let file_len = segment.file.metadata()?.len();
     if file_len > len {

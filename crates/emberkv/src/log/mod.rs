@@ -47,6 +47,12 @@ use page::PagePool;
 pub(crate) const PAGE_BITS: u32 = 20;
 /// Size of a hot-tier page, in bytes (1 MiB).
 pub(crate) const PAGE_BYTES: usize = 1 << PAGE_BITS;
+/// Most bytes of a hot record that a verified read prefetches (4 KiB):
+/// by then the processor's own prefetcher follows the checksum's
+/// sequential reads, and lines fetched much further ahead could be evicted
+/// before the checksum reaches them. (A choice, not a measurement: the
+/// records measured were 1 KiB.)
+const PREFETCH_BYTES: usize = 4096;
 /// Bytes read by one positioned read of a cold record before its length is
 /// known; longer records take a second read.
 const COLD_READ_BYTES: usize = 4096;
@@ -94,13 +100,6 @@ struct Appender {
     /// Records appended since open (pads not counted).
     records: u64,
 }
-
-/// Page buffers the flusher keeps ready, faulted in, for the appender's
-/// next pages (8 MiB): a fill seals a page about every millisecond, so
-/// with two (as until 2026-12-01) the appender still faulted in most of
-/// its pages itself under its lock, at the cost of a fill's p99
-/// (docs/PERFORMANCE.md).
-const STOCKED_PAGES: usize = 8;
 
 /// Longest a group-commit leader waits for writers to join (200 µs).
 const MAX_GATHER: Duration = Duration::from_micros(200);
@@ -498,10 +497,10 @@ impl Log {
         Ok(())
     }
 
-    /// Fills the pool of page buffers up to [`STOCKED_PAGES`], off the write
+    /// Fills the pool of page buffers up to [`page::STOCKED_PAGES`], off the write
     /// path (the flusher calls it after each write of sealed pages).
     pub(crate) fn stock_pages(&self) {
-        self.page_pool.stock(STOCKED_PAGES);
+        self.page_pool.stock(page::STOCKED_PAGES);
     }
 
     /// Writes every published byte not yet written to the segment files
@@ -992,11 +991,13 @@ unsafe fn hot_record(page: &Page, addr: u64, verify: Verify) -> Result<Record<'_
     // the first part of it.
     let head = unsafe { page.read(addr, page.available(addr, HEADER_BYTES)) };
     let header = Header::parse(head, addr)?;
-    // The header's line is in the cache now; the rest of the record is
-    // read in order by the checksum, so its misses had better overlap.
-    page.prefetch(addr, header.total_len());
     if header.is_pad() || page.available(addr, header.total_len()) < header.total_len() {
         return Err(Error::corruption(addr, "hot record overruns its page"));
+    }
+    if verify == Verify::Always {
+        // The header's line is in the cache now; the checksum reads the
+        // rest of the record in order, so its misses had better overlap.
+        page.prefetch(addr, header.total_len().min(PREFETCH_BYTES));
     }
     // SAFETY: as above, the whole record is published.
     let bytes = unsafe { page.read(addr, header.total_len()) };

@@ -29,8 +29,9 @@
 //! virtual machine); with 2 MiB pages 256 MiB of hot tier needs 128
 //! entries. Gets per second about 10 % higher in a probe
 //! (docs/PERFORMANCE.md). Where the kernel gives no huge pages the arena
-//! works all the same with 4 KiB ones; where no map can be made (and under
-//! Miri) the pool falls back to buffers of its own.
+//! works all the same with 4 KiB ones; where no map can be made the pool
+//! falls back to buffers of its own (under Miri, which cannot map memory,
+//! the arena is one aligned allocation instead).
 
 use std::cell::UnsafeCell;
 use std::sync::Arc;
@@ -41,11 +42,20 @@ use crate::sync::Mutex;
 /// page, so that each aligned 2 MiB of frames can be one.
 const HUGE_PAGE_BYTES: usize = 2 << 20;
 
-/// Most buffers of their own a [`PagePool`] keeps, and the frames a log's
-/// arena has beyond its hot tier's budget: at most 4 MiB of 1 MiB pages
-/// (a full hot tier evicts a page as each is started, and the next page
-/// takes its memory back).
+/// Most buffers of their own a [`PagePool`] without an arena keeps, and
+/// the frames a log's arena has beyond its hot tier's budget: at most
+/// 4 MiB of 1 MiB pages (a full hot tier evicts a page as each is started,
+/// and the next page takes its memory back).
 pub(crate) const POOL_BUFFERS: usize = 4;
+
+/// Free buffers the flusher keeps faulted in for the appender's next pages
+/// ([`PagePool::stock`]), and the most free frames an arena keeps faulted
+/// in (8 MiB; beyond them a frame given back returns its memory to the
+/// kernel). A fill seals a page about every millisecond: with two (as
+/// until 2026-12-01) the appender still faulted in most of its pages
+/// itself under its lock, at the cost of a fill's p99
+/// (docs/PERFORMANCE.md).
+pub(crate) const STOCKED_PAGES: usize = 8;
 
 type Buffer = Box<[UnsafeCell<u8>]>;
 
@@ -72,7 +82,9 @@ impl PagePool {
 
     /// A pool that hands out `frames` buffers of `buffer_len` bytes from an
     /// [`Arena`] before any of their own (as [`PagePool::new`] when no map
-    /// can be made). Costs address space only until the frames are used.
+    /// can be made). The map's memory is taken as frames are first used
+    /// (where the kernel overcommits: with `vm.overcommit_memory = 2`
+    /// the whole map counts against the commit limit at once).
     pub(crate) fn with_frames(buffer_len: usize, frames: usize) -> PagePool {
         PagePool {
             arena: Arena::new(buffer_len, frames),
@@ -111,21 +123,18 @@ impl PagePool {
         self.free.lock().pop().map(Memory::Own)
     }
 
-    /// Takes back the memory of a dropped page.
+    /// Takes back the memory of a dropped page. With an arena, a buffer of
+    /// the page's own is freed (the arena's frames serve the next pages).
     fn give_back(&self, memory: Memory) {
-        match memory {
-            Memory::Frame { index, .. } => {
-                if let Some(arena) = &self.arena {
-                    arena.frames.lock().ready.push(index);
-                }
-            }
-            Memory::Own(bytes) if bytes.len() == self.buffer_len => {
+        match (memory, &self.arena) {
+            (Memory::Frame { index, .. }, Some(arena)) => arena.give_back(index),
+            (Memory::Own(bytes), None) if bytes.len() == self.buffer_len => {
                 let mut free = self.free.lock();
                 if free.len() < POOL_BUFFERS {
                     free.push(bytes);
                 }
             }
-            Memory::Own(_) => {}
+            _ => {}
         }
     }
 
@@ -136,58 +145,59 @@ impl PagePool {
     }
 }
 
-/// Frames of page buffers in one anonymous memory map whose first frame is
-/// aligned to [`HUGE_PAGE_BYTES`], advised `MADV_HUGEPAGE` (see the module
-/// docs). A frame belongs to one page at a time, or to the lists here.
+/// Frames of page buffers in one block of memory whose first frame is
+/// aligned to [`HUGE_PAGE_BYTES`] (see the module docs). A frame belongs
+/// to one page at a time, or to the lists here.
 struct Arena {
-    /// Keeps the memory mapped; never read or written through.
-    _map: memmap2::MmapMut,
+    backing: Backing,
     /// The first byte of frame 0.
     base: *mut u8,
     frame_len: usize,
     frames: Mutex<Frames>,
 }
 
+/// The memory an [`Arena`]'s frames are cut from.
+enum Backing {
+    /// An anonymous map advised `MADV_HUGEPAGE`, frame 0 `skip` bytes into
+    /// it.
+    #[cfg(not(miri))]
+    Map { map: memmap2::MmapMut, skip: usize },
+    /// Under Miri, which cannot map memory: one allocation of the same
+    /// alignment, so that Miri checks the frames' pointers all the same.
+    #[cfg(miri)]
+    Allocation(std::alloc::Layout),
+}
+
 /// An [`Arena`]'s free frames.
 struct Frames {
-    /// Never handed out nor stocked: their memory may not be faulted in.
-    /// Popped from the end, so handed out in ascending order.
+    /// Never handed out nor stocked, or given back to the kernel since:
+    /// their memory may not be faulted in. Handed out from the end.
     fresh: Vec<usize>,
-    /// Stocked, or handed out before: their memory is faulted in.
+    /// Stocked, or handed out before: their memory is faulted in. At most
+    /// [`STOCKED_PAGES`].
     ready: Vec<usize>,
 }
 
-// SAFETY: `base` points into the map that the arena owns; the arena hands
-// each frame to one page at a time (under the `frames` mutex), and the
-// bytes of a frame are accessed only through that page (whose own contract
-// rules out data races) or, while no page has it, by `stock`.
+// SAFETY: `base` points into the memory that the arena owns; the arena
+// hands each frame to one page at a time (under the `frames` mutex), and
+// the bytes of a frame are accessed only through that page (whose own
+// contract rules out data races) or, while no page has it, by `stock` or
+// `give_back`, which took it out of the lists (or from its dropped page).
 unsafe impl Send for Arena {}
 // SAFETY: as for `Send`; shared access goes through the `frames` mutex.
 unsafe impl Sync for Arena {}
 
 impl Arena {
     /// An arena of `frames` frames of `frame_len` bytes, or `None` when
-    /// the map cannot be made (or under Miri, which cannot map memory).
+    /// its memory cannot be had.
     fn new(frame_len: usize, frames: usize) -> Option<Arena> {
-        if cfg!(miri) || frame_len == 0 || frames == 0 {
+        if frame_len == 0 || frames == 0 {
             return None;
         }
         let len = frame_len.checked_mul(frames)?;
-        let mut map = memmap2::MmapOptions::new()
-            .len(len.checked_add(HUGE_PAGE_BYTES)?)
-            .map_anon()
-            .ok()?;
-        let misalign = map.as_ptr() as usize % HUGE_PAGE_BYTES;
-        let skip = (HUGE_PAGE_BYTES - misalign) % HUGE_PAGE_BYTES;
-        // SAFETY: `skip < HUGE_PAGE_BYTES`, so `skip + len` bytes lie
-        // inside the map of `len + HUGE_PAGE_BYTES` bytes.
-        let base = unsafe { map.as_mut_ptr().add(skip) };
-        // A hint: without it (or without huge pages in the kernel), the
-        // frames are ordinary 4 KiB pages.
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
+        let (backing, base) = Backing::new(len)?;
         Some(Arena {
-            _map: map,
+            backing,
             base,
             frame_len,
             frames: Mutex::new(Frames {
@@ -195,6 +205,21 @@ impl Arena {
                 ready: Vec::new(),
             }),
         })
+    }
+
+    /// Takes back frame `index` from a dropped page: ready for the next
+    /// page, or, when [`STOCKED_PAGES`] are ready already (the hot tier
+    /// holds pages of other sizes now), its memory given back to the
+    /// kernel, so that idle frames do not add to the hot tier's memory.
+    fn give_back(&self, index: usize) {
+        let mut frames = self.frames.lock();
+        if frames.ready.len() < STOCKED_PAGES {
+            frames.ready.push(index);
+            return;
+        }
+        drop(frames);
+        self.backing.discard(index * self.frame_len, self.frame_len);
+        self.frames.lock().fresh.push(index);
     }
 
     /// A free frame, ready ones first.
@@ -229,6 +254,70 @@ impl Arena {
             }
             self.frames.lock().ready.push(index);
         }
+    }
+}
+
+impl Backing {
+    /// Memory for `len` bytes of frames, and the first byte of frame 0.
+    #[cfg(not(miri))]
+    fn new(len: usize) -> Option<(Backing, *mut u8)> {
+        let mut map = memmap2::MmapOptions::new()
+            .len(len.checked_add(HUGE_PAGE_BYTES)?)
+            .map_anon()
+            .ok()?;
+        let misalign = map.as_ptr() as usize % HUGE_PAGE_BYTES;
+        let skip = (HUGE_PAGE_BYTES - misalign) % HUGE_PAGE_BYTES;
+        // SAFETY: `skip < HUGE_PAGE_BYTES`, so `skip + len` bytes lie
+        // inside the map of `len + HUGE_PAGE_BYTES` bytes.
+        let base = unsafe { map.as_mut_ptr().add(skip) };
+        // A hint: without it (or without huge pages in the kernel), the
+        // frames are ordinary 4 KiB pages.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Some((Backing::Map { map, skip }, base))
+    }
+
+    /// Memory for `len` bytes of frames, and the first byte of frame 0.
+    #[cfg(miri)]
+    fn new(len: usize) -> Option<(Backing, *mut u8)> {
+        let layout = std::alloc::Layout::from_size_align(len, HUGE_PAGE_BYTES).ok()?;
+        // SAFETY: `layout` has a non-zero size (`Arena::new` checked).
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        (!base.is_null()).then_some((Backing::Allocation(layout), base))
+    }
+
+    /// Gives the memory of the `len` bytes at `offset` from frame 0 back
+    /// to the kernel (they read as zero after). Only for a frame no page
+    /// holds.
+    fn discard(&self, offset: usize, len: usize) {
+        match self {
+            #[cfg(not(miri))]
+            Backing::Map { map, skip } => {
+                // SAFETY: the range is one frame, inside the map; no page
+                // holds it and it is in neither list, so nothing reads or
+                // writes it, and its contents are not needed (a frame's old
+                // bytes are never read).
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        skip + offset,
+                        len,
+                    )
+                };
+            }
+            #[cfg(miri)]
+            Backing::Allocation(_) => {}
+        }
+    }
+}
+
+#[cfg(miri)]
+impl Drop for Arena {
+    fn drop(&mut self) {
+        let Backing::Allocation(layout) = self.backing;
+        // SAFETY: allocated in `Backing::new` with this layout; no page
+        // holds a frame (each holds the pool, which holds the arena).
+        unsafe { std::alloc::dealloc(self.base, layout) };
     }
 }
 
@@ -589,7 +678,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri cannot map memory: the pool has no arena")]
     fn pages_take_frames_in_order_then_buffers_of_their_own() {
         let pool = Arc::new(PagePool::with_frames(4096, 3));
         let pages: Vec<Page> = (0..3u64)
@@ -609,14 +697,15 @@ mod tests {
             assert!(bytes.iter().all(|&b| b == i as u8 + 1));
         }
         assert_eq!(free_frames(&pool), (0, 0));
-        // No frame left: a buffer of its own, kept by the pool after.
+        // No frame left: a buffer of its own, freed after (the frames serve
+        // the next pages).
         let own = Page::recycled(&pool, 3 * 4096, 3 * 4096, 4096);
         let own_buffer = buffer(&own);
-        assert!(own_buffer < first || own_buffer > first.wrapping_add(3 * 4096));
+        assert!(own_buffer < first || own_buffer >= first.wrapping_add(3 * 4096));
         drop(own);
-        assert_eq!(pool.len(), 1);
-        // A dropped page's frame serves the next page, before the pooled
-        // buffer; a page of another size takes no frame.
+        assert_eq!(pool.len(), 0);
+        // A dropped page's frame serves the next page; a page of another
+        // size takes no frame.
         let second = buffer(&pages[1]);
         drop(pages);
         assert_eq!(free_frames(&pool), (0, 3));
@@ -624,7 +713,7 @@ mod tests {
         // (`pages` dropped its pages in order: frame 2 went back last.)
         assert_eq!(buffer(&next), first.wrapping_add(2 * 4096));
         let large = Page::recycled(&pool, 5 * 4096, 5 * 4096, 8192);
-        assert_eq!((free_frames(&pool), pool.len()), ((0, 2), 1));
+        assert_eq!((free_frames(&pool), pool.len()), ((0, 2), 0));
         drop(large);
         let after = Page::recycled(&pool, 7 * 4096, 7 * 4096, 4096);
         assert_eq!(buffer(&after), second);
@@ -635,7 +724,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri cannot map memory: the pool has no arena")]
     fn stocking_readies_fresh_frames_up_to_the_count() {
         let pool = Arc::new(PagePool::with_frames(8192, 6));
         assert_eq!(free_frames(&pool), (6, 0));
@@ -647,33 +735,69 @@ mod tests {
         drop(page);
         pool.stock(4);
         assert_eq!(free_frames(&pool), (2, 4));
+        // Stocking touches only free frames, never one a page holds.
+        let held = Page::recycled(&pool, 0, 0, 8192);
+        // SAFETY: single thread; the range is written before it is read.
+        unsafe { held.fill(0, 8192, |b| b.fill(0xA5)) };
         // Never more than the arena has, and no buffers of their own.
         pool.stock(100);
-        assert_eq!((free_frames(&pool), pool.len()), ((0, 6), 0));
+        assert_eq!((free_frames(&pool), pool.len()), ((0, 5), 0));
+        // SAFETY: written above, never written again.
+        assert!(unsafe { held.read(0, 8192) }.iter().all(|&b| b == 0xA5));
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri cannot map memory: the pool has no arena")]
+    fn frames_given_back_past_the_stock_return_their_memory() {
+        let frames = STOCKED_PAGES + 3;
+        let pool = Arc::new(PagePool::with_frames(4096, frames));
+        let pages: Vec<Page> = (0..frames as u64)
+            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
+            .collect();
+        for page in &pages {
+            // SAFETY: single thread; nothing published yet.
+            unsafe { page.fill(page.start(), 4096, |b| b.fill(3)) };
+        }
+        // The hot tier now holds pages of another size, say: the frames of
+        // the evicted pages past the stock go back to the kernel, fresh.
+        drop(pages);
+        assert_eq!(free_frames(&pool), (3, STOCKED_PAGES));
+        // Ready frames are handed out first, then the fresh ones.
+        let taken: Vec<Page> = (0..frames as u64)
+            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
+            .collect();
+        assert_eq!((free_frames(&pool), pool.len()), ((0, 0), 0));
+        drop(taken);
+    }
+
+    #[test]
     fn a_frame_returns_only_when_the_last_reader_lets_go() {
         let pool = Arc::new(PagePool::with_frames(32, 1));
         let page = Arc::new(Page::recycled(&pool, 0, 0, 32));
         // SAFETY: single thread so far; nothing published yet.
         unsafe { page.fill(0, 32, |b| b.fill(7)) };
+        let (go, wait) = std::sync::mpsc::channel::<()>();
         let reader = {
             let page = Arc::clone(&page);
             std::thread::spawn(move || {
+                wait.recv().unwrap();
                 // SAFETY: written before the thread was spawned, never again.
                 let bytes = unsafe { page.read(0, 32) };
                 assert!(bytes.iter().all(|&b| b == 7));
-                page
             })
         };
+        // The log lets go of the page (an eviction) while a reader still
+        // holds it: the frame stays the reader's until it lets go too, and
+        // the next page gets a buffer of its own.
         drop(page);
-        let page = reader.join().unwrap();
-        // The reader still holds the page: its frame is not free.
         assert_eq!(free_frames(&pool), (0, 0));
-        drop(page);
+        let next = Page::recycled(&pool, 32, 32, 32);
+        // SAFETY: single thread for this page; written before it is read.
+        unsafe { next.fill(32, 32, |b| b.fill(8)) };
+        go.send(()).unwrap();
+        reader.join().unwrap();
         assert_eq!(free_frames(&pool), (0, 1));
+        // SAFETY: written above.
+        assert!(unsafe { next.read(32, 32) }.iter().all(|&b| b == 8));
     }
 
     #[test]
