@@ -17,9 +17,9 @@
 //! which the appender wrote since (a record in full, a pad with its payload
 //! zeroed). Reusing buffers spares
 //! the appender a page fault and the kernel's zeroing per 4 KiB of fresh
-//! memory, taken under the append lock; before the hot tier first fills
-//! (so before pages leave it), the flusher stocks the pool with buffers
-//! whose memory it faulted in itself ([`PagePool::stock`]).
+//! memory, taken under the append lock; ahead of the appender, the flusher
+//! stocks the pool with buffers whose memory it faulted in itself
+//! ([`PagePool::stock`]).
 //!
 //! A log's pool hands out buffers of the page size from an [`Arena`]: one
 //! anonymous memory map, aligned to 2 MiB and advised for transparent huge
