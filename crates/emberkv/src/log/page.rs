@@ -455,7 +455,7 @@ impl Page {
     /// to the page) into its caches, one request per 64-byte line, so that
     /// a reader about to go through them in order (a checksum, a copy) does
     /// not meet their memory misses one after another: for a 1 KiB record
-    /// in the hot tier, about 12 % more gets per second in a probe
+    /// in the hot tier, 10-20 % more gets per second in a probe
     /// (docs/PERFORMANCE.md). A hint, sound for any range, published or
     /// not: it reads and changes nothing. Does nothing on targets other
     /// than x86-64, or under Miri.
