@@ -771,10 +771,13 @@ mod tests {
         drop(taken);
     }
 
-    #[test]
-    fn a_frame_returns_only_when_the_last_reader_lets_go() {
-        let pool = Arc::new(PagePool::with_frames(32, 1));
-        let page = Arc::new(Page::recycled(&pool, 0, 0, 32));
+    /// A 32-byte page at address 0 from `pool`, filled with 7s, that the
+    /// log has let go of (an eviction) while a reader still holds it; the
+    /// reader checks the bytes and lets go once `go` is sent.
+    fn held_by_a_reader(
+        pool: &Arc<PagePool>,
+    ) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let page = Arc::new(Page::recycled(pool, 0, 0, 32));
         // SAFETY: single thread so far; nothing published yet.
         unsafe { page.fill(0, 32, |b| b.fill(7)) };
         let (go, wait) = std::sync::mpsc::channel::<()>();
@@ -787,10 +790,16 @@ mod tests {
                 assert!(bytes.iter().all(|&b| b == 7));
             })
         };
-        // The log lets go of the page (an eviction) while a reader still
-        // holds it: the frame stays the reader's until it lets go too, and
-        // the next page gets a buffer of its own.
         drop(page);
+        (go, reader)
+    }
+
+    #[test]
+    fn a_frame_returns_only_when_the_last_reader_lets_go() {
+        let pool = Arc::new(PagePool::with_frames(32, 1));
+        // The frame stays the reader's until it lets go too, and the next
+        // page gets a buffer of its own.
+        let (go, reader) = held_by_a_reader(&pool);
         assert_eq!(free_frames(&pool), (0, 0));
         let next = Page::recycled(&pool, 32, 32, 32);
         // SAFETY: single thread for this page; written before it is read.
@@ -805,22 +814,8 @@ mod tests {
     #[test]
     fn a_buffer_returns_only_when_the_last_reader_lets_go() {
         let pool = Arc::new(PagePool::new(32));
-        let page = Arc::new(Page::recycled(&pool, 0, 0, 32));
-        // SAFETY: single thread so far; nothing published yet.
-        unsafe { page.fill(0, 32, |b| b.fill(7)) };
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        let reader = {
-            let page = Arc::clone(&page);
-            std::thread::spawn(move || {
-                wait.recv().unwrap();
-                // SAFETY: written before the thread was spawned, never again.
-                let bytes = unsafe { page.read(0, 32) };
-                assert!(bytes.iter().all(|&b| b == 7));
-            })
-        };
-        // The log lets go of the page (an eviction) while a reader still
-        // holds it: the buffer stays the reader's until it lets go too.
-        drop(page);
+        // The buffer stays the reader's until it lets go too.
+        let (go, reader) = held_by_a_reader(&pool);
         assert_eq!(pool.len(), 0);
         go.send(()).unwrap();
         reader.join().unwrap();
