@@ -205,7 +205,8 @@ fn entry_tag(e: u64) -> u64 {
 }
 
 /// The batch key-hash function [`ShardWriter::slot`] takes, from `f`, the
-/// hash of the key of the record at one address.
+/// hash of the key of the record at one address (the tests' fake logs).
+#[cfg(test)]
 pub(crate) fn each_address(
     mut f: impl FnMut(u64) -> Result<u64>,
 ) -> impl FnMut(&[u64], &mut [u64]) -> Result<()> {
@@ -632,7 +633,8 @@ impl ShardWriter<'_> {
     /// this shard). `is_key(addr)` tells whether the record at `addr` holds
     /// the key; `key_hashes(addrs, out)` sets each `out[i]` to the hash of
     /// the key of the record at `addrs[i]` (used when the table must grow
-    /// first; [`each_address`] makes one from a function of one address).
+    /// first; the tests' `each_address` makes one from a function of one
+    /// address).
     pub(crate) fn slot(
         &mut self,
         hash: u64,

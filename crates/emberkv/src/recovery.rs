@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
-use crate::index::{Index, KeyHasher, each_address, shard_of};
-use crate::log::{fetch_cold, read_cold};
+use crate::index::{Index, KeyHasher, shard_of};
+use crate::log::{REHASH_GROUP, fetch_cold, read_cold};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
@@ -418,11 +418,18 @@ fn apply(
             }
             Ok(same)
         },
-        each_address(|addr| {
-            with_chunk_record(storage, chunk, &mut rehash_scratch, addr, |r| {
-                hasher.hash(r.key)
-            })
-        }),
+        |addrs: &[u64], out: &mut [u64]| {
+            for (addrs, out) in addrs.chunks(REHASH_GROUP).zip(out.chunks_mut(REHASH_GROUP)) {
+                // Their first bytes at once, so that the misses overlap.
+                storage.touch_mapped(addrs);
+                for (&addr, h) in addrs.iter().zip(out) {
+                    *h = with_chunk_record(storage, chunk, &mut rehash_scratch, addr, |r| {
+                        hasher.hash(r.key)
+                    })?;
+                }
+            }
+            Ok(())
+        },
     )?;
     if let Some((seg, bytes, logical, expiring)) = replaced {
         writer.remove_live(seg, bytes, logical, expiring);

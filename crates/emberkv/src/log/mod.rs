@@ -874,6 +874,15 @@ impl Log {
                     }
                 }
             }
+            // The cold ones' first bytes through the segment maps first,
+            // so that their misses overlap too.
+            let mut cold_addrs = [0; REHASH_GROUP];
+            let mut n = 0;
+            for (&addr, _) in addrs.iter().zip(cold).filter(|(_, cold)| *cold) {
+                cold_addrs[n] = addr;
+                n += 1;
+            }
+            self.storage.touch_mapped(&cold_addrs[..n]);
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
                 *h = self.with_record_key(addr, &mut scratch, |r| hash(r.key))?;
             }
@@ -963,9 +972,10 @@ impl Found {
     }
 }
 
-/// Records whose first bytes [`Log::key_hashes`] reads ahead at once: about
-/// as many cache misses as a core keeps in flight.
-const REHASH_GROUP: usize = 16;
+/// Records whose first bytes [`Log::key_hashes`] (and replay's rehash)
+/// read ahead at once: about as many cache misses as a core keeps in
+/// flight.
+pub(crate) const REHASH_GROUP: usize = 16;
 
 /// The resident pages, ascending by address, beside an array of their
 /// start addresses: finding a record's page binary-searches the starts
