@@ -466,14 +466,28 @@ impl Segments {
     /// Reads the first byte at each of `addrs` through the segment maps in
     /// one tight loop of independent loads, so that their cache misses
     /// overlap instead of following one another; for callers about to read
-    /// the records there one by one. A hint: addresses that cannot be read
-    /// through a map are skipped.
+    /// the records there one by one. The table of segments is loaded once:
+    /// an `arc-swap` load per address (as [`Segments::with_mapped`] does) is
+    /// a locked instruction, which would wait for the miss before it. A
+    /// hint: addresses that cannot be read through a map (past the bytes
+    /// written, in no open segment) are skipped.
     pub(crate) fn touch_mapped(&self, addrs: &[u64]) {
+        let table = self.open.load();
         let mut touched = 0u8;
         for &addr in addrs {
-            touched ^= self
-                .with_mapped(addr, |bytes| bytes.first().copied().unwrap_or(0))
-                .unwrap_or(0);
+            let Some(segment) = table.get(&self.segment_of(addr)) else {
+                continue;
+            };
+            let Some(map) = segment.map.as_ref() else {
+                continue;
+            };
+            let written = segment.written.load(Ordering::Acquire);
+            let end = usize::try_from(written).map_or(0, |w| w.min(map.len()));
+            if let Ok(at) = usize::try_from(self.offset_in_segment(addr))
+                && at < end
+            {
+                touched ^= map[at];
+            }
         }
         std::hint::black_box(touched);
     }

@@ -822,10 +822,11 @@ impl Log {
     /// Sets `out[i]` to `hash` of the key of the record at `addrs[i]`, for
     /// a growing index shard to rehash its entries. Resident records are
     /// not checksummed (as in [`Log::with_record_key`]); cold ones are.
-    /// The first byte of each resident record in a group of
-    /// [`REHASH_GROUP`] is read before any of them is parsed, so that their
-    /// cache misses (records lie a value's length apart) overlap instead of
-    /// following one another.
+    /// The first byte of each record in a group of [`REHASH_GROUP`] is
+    /// read before any of them is parsed (resident ones from the hot tier,
+    /// cold ones through the segment maps: [`Segments::touch_mapped`]), so
+    /// that their cache misses (records lie a value's length apart) overlap
+    /// instead of following one another.
     ///
     /// # Errors
     /// As [`Log::with_record_key`].
