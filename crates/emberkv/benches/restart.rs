@@ -36,14 +36,18 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use emberkv::{Db, Options};
 
+/// Times `Db::open` of a store of many keys after a clean close, after a
+/// SIGKILL, and with the checkpoint deleted. Arguments other than these
+/// flags are ignored, but unknown flags (`-- --nocapture`) are rejected.
 #[derive(Parser)]
 struct Args {
     /// Keys in the store.
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     keys: u64,
-    /// Bytes of each value.
-    #[arg(long, default_value_t = 100)]
-    value_bytes: usize,
+    /// Bytes of each value (at least 1: the two values written under a key
+    /// differ in their first byte).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    value_bytes: u64,
     /// Writer threads of the fill.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
@@ -82,9 +86,9 @@ fn key(i: u64) -> [u8; 16] {
 }
 
 /// The value of key `i` in round `round`, `len` bytes long.
-fn value(i: u64, round: u64, len: usize) -> Vec<u8> {
+fn value(i: u64, round: u64, len: u64) -> Vec<u8> {
     let seed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round;
-    (0..len)
+    (0..len as usize)
         .map(|b| (seed >> ((b % 8) * 8)) as u8 ^ b as u8)
         .collect()
 }
@@ -100,7 +104,8 @@ fn options(args: &Args) -> Options {
     }
 }
 
-/// Checks that 10,000 keys spread over the store read back: keys from
+/// Checks that 10,000 keys spread over the store, and the keys on either
+/// side of `overwritten_from` and the last key, read back: keys from
 /// `overwritten_from` on with the child's value, the others with the
 /// fill's.
 fn check(db: &Db, args: &Args, overwritten_from: u64) {
@@ -134,12 +139,16 @@ fn timed_open(dir: &Path, args: &Args, overwritten_from: u64, what: &str) -> Db 
     db
 }
 
+/// The first of the keys the child overwrites (the last `--crash-writes`).
+fn overwritten_from(args: &Args) -> u64 {
+    args.keys.saturating_sub(args.crash_writes)
+}
+
 /// The child: reopens the store, overwrites the last `--crash-writes` keys
 /// with a second value, syncs, says so, and waits to be killed.
 fn child(dir: &Path, args: &Args) {
     let db = Db::open(dir, options(args)).expect("child open");
-    let first = args.keys.saturating_sub(args.crash_writes);
-    for i in first..args.keys {
+    for i in overwritten_from(args)..args.keys {
         db.insert(&key(i), &value(i, 1, args.value_bytes))
             .expect("child insert");
     }
@@ -208,7 +217,7 @@ fn main() {
     kid.kill().expect("SIGKILL");
     kid.wait().expect("reap");
     // The child's overwrites were synced before it said so.
-    let first = args.keys.saturating_sub(args.crash_writes);
+    let first = overwritten_from(&args);
     let what = format!(
         "2. after a SIGKILL, {} keys overwritten since the last open",
         args.keys - first

@@ -147,7 +147,8 @@ const DOUBLE_BELOW: usize = 4096;
 /// The size a full table grows to. A small one doubles: every growth
 /// re-reads each entry's key from the log, so growing by a quarter costs
 /// about four re-reads per key inserted in the long run (2.97 from 65,536
-/// to 200,000 keys, a unit test counts), against one when doubling; 7/16
+/// to 200,000 keys before small tables doubled; the unit test now counts
+/// about 1.08), against one when doubling; 7/16
 /// to 7/8 of its slots are then used, 9.1 to 18.3 bytes per key, at most
 /// 16 MiB in all (256 tables of at most 8,176 slots). A larger one grows
 /// by a quarter: once it has, between 7/10 and 7/8 of its slots are used,
@@ -633,8 +634,8 @@ impl ShardWriter<'_> {
     /// this shard). `is_key(addr)` tells whether the record at `addr` holds
     /// the key; `key_hashes(addrs, out)` sets each `out[i]` to the hash of
     /// the key of the record at `addrs[i]` (used when the table must grow
-    /// first; the tests' `each_address` makes one from a function of one
-    /// address).
+    /// first: `Log::key_hashes` for a live store, a closure over the log
+    /// being replayed in `recovery::apply`).
     pub(crate) fn slot(
         &mut self,
         hash: u64,

@@ -419,17 +419,16 @@ fn apply(
             Ok(same)
         },
         |addrs: &[u64], out: &mut [u64]| {
-            debug_assert_eq!(addrs.len(), out.len(), "one hash per address");
+            assert_eq!(addrs.len(), out.len(), "one hash per address");
             for (addrs, out) in addrs.chunks(REHASH_GROUP).zip(out.chunks_mut(REHASH_GROUP)) {
                 // The first bytes of those not in the chunk at once, so
                 // that their misses overlap.
-                let mut cold = [0; REHASH_GROUP];
-                let mut n = 0;
-                for &addr in addrs.iter().filter(|&&a| !chunk.holds(a, HEADER_BYTES)) {
-                    cold[n] = addr;
-                    n += 1;
-                }
-                storage.touch_mapped(&cold[..n]);
+                storage.touch_mapped(
+                    addrs
+                        .iter()
+                        .copied()
+                        .filter(|&addr| !chunk.holds(addr, HEADER_BYTES)),
+                );
                 for (&addr, h) in addrs.iter().zip(out) {
                     *h = with_chunk_record(storage, chunk, &mut rehash_scratch, addr, |r| {
                         hasher.hash(r.key)

@@ -471,10 +471,10 @@ impl Segments {
     /// a locked instruction, which would wait for the miss before it. A
     /// hint: addresses that cannot be read through a map (past the bytes
     /// written, in no open segment) are skipped.
-    pub(crate) fn touch_mapped(&self, addrs: &[u64]) {
+    pub(crate) fn touch_mapped(&self, addrs: impl IntoIterator<Item = u64>) {
         let table = self.open.load();
         let mut touched = 0u8;
-        for &addr in addrs {
+        for addr in addrs {
             let Some(segment) = table.get(&self.segment_of(addr)) else {
                 continue;
             };
@@ -833,7 +833,7 @@ mod tests {
         segments.create(0, 0).unwrap();
         let at = SEGMENT_HEADER_BYTES;
         segments.write_at(at, &[9; 100]).unwrap();
-        segments.touch_mapped(&[
+        segments.touch_mapped([
             0,
             at,
             at + 99,

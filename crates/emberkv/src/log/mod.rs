@@ -877,13 +877,12 @@ impl Log {
             }
             // The cold ones' first bytes through the segment maps first,
             // so that their misses overlap too.
-            let mut cold_addrs = [0; REHASH_GROUP];
-            let mut n = 0;
-            for (&addr, _) in addrs.iter().zip(cold).filter(|(_, cold)| *cold) {
-                cold_addrs[n] = addr;
-                n += 1;
-            }
-            self.storage.touch_mapped(&cold_addrs[..n]);
+            self.storage.touch_mapped(
+                addrs
+                    .iter()
+                    .zip(cold)
+                    .filter_map(|(&addr, cold)| cold.then_some(addr)),
+            );
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
                 *h = self.with_record_key(addr, &mut scratch, |r| hash(r.key))?;
             }
