@@ -454,13 +454,19 @@ impl Segments {
     /// segment is not open (retired by compaction) or not mapped: the caller
     /// then reads with [`Segments::read_at`], which reports why.
     pub(crate) fn with_mapped<T>(&self, addr: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        let table = self.open.load();
+        Some(f(self.mapped_in(&self.open.load(), addr)?))
+    }
+
+    /// The bytes of the segment of `table` holding `addr`, from `addr` to
+    /// the end of what was written, through its map; `None` as for
+    /// [`Segments::with_mapped`].
+    fn mapped_in<'t>(&self, table: &'t Table, addr: u64) -> Option<&'t [u8]> {
         let segment = table.get(&self.segment_of(addr))?;
         let map = segment.map.as_ref()?;
         let written = segment.written.load(Ordering::Acquire);
         let start = usize::try_from(self.offset_in_segment(addr)).ok()?;
         let end = usize::try_from(written).ok()?.min(map.len());
-        Some(f(map.get(start..end)?))
+        map.get(start..end)
     }
 
     /// Reads the first byte at each of `addrs` through the segment maps in
@@ -475,18 +481,8 @@ impl Segments {
         let table = self.open.load();
         let mut touched = 0u8;
         for addr in addrs {
-            let Some(segment) = table.get(&self.segment_of(addr)) else {
-                continue;
-            };
-            let Some(map) = segment.map.as_ref() else {
-                continue;
-            };
-            let written = segment.written.load(Ordering::Acquire);
-            let end = usize::try_from(written).map_or(0, |w| w.min(map.len()));
-            if let Ok(at) = usize::try_from(self.offset_in_segment(addr))
-                && at < end
-            {
-                touched ^= map[at];
+            if let Some(&byte) = self.mapped_in(&table, addr).and_then(<[u8]>::first) {
+                touched ^= byte;
             }
         }
         std::hint::black_box(touched);
@@ -784,6 +780,13 @@ mod tests {
         FAIL_NEXT_CUT_SYNC.set(true);
     }
 
+    /// Mapped segments of `BITS` bits in `dir`, with segment 0 created.
+    fn first_segment(dir: &Path) -> Segments {
+        let segments = Segments::for_store(dir, BITS, 7, true, Ahead::Allocate);
+        segments.create(0, 0).unwrap();
+        segments
+    }
+
     fn mapped(segments: &Segments, addr: u64) -> Option<Vec<u8>> {
         segments.with_mapped(addr, <[u8]>::to_vec)
     }
@@ -829,8 +832,7 @@ mod tests {
     #[test]
     fn touching_ahead_skips_what_no_map_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        segments.create(0, 0).unwrap();
+        let segments = first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
         segments.write_at(at, &[9; 100]).unwrap();
         segments.touch_mapped([
@@ -850,8 +852,7 @@ mod tests {
     #[test]
     fn a_map_is_read_only_below_the_bytes_written() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        segments.create(0, 0).unwrap();
+        let segments = first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
         // Nothing past the header yet: the page holding it exists, but
         // the map answers only for written bytes.
@@ -873,8 +874,7 @@ mod tests {
     #[test]
     fn a_reopened_segment_is_mapped_up_to_its_length_and_a_cut_lowers_it() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        segments.create(0, 0).unwrap();
+        let segments = first_segment(dir.path());
         segments.write_at(SEGMENT_HEADER_BYTES, &[9; 100]).unwrap();
         drop(segments);
         let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
@@ -1009,8 +1009,7 @@ mod tests {
     #[test]
     fn a_retired_or_unmapped_segment_leaves_reads_to_positioned_reads() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        segments.create(0, 0).unwrap();
+        let segments = first_segment(dir.path());
         segments.write_at(SEGMENT_HEADER_BYTES, b"gone").unwrap();
         segments.retire(0).unwrap();
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES), None);
@@ -1033,8 +1032,7 @@ mod tests {
     fn a_handle_held_across_retirement_still_reads_and_the_name_goes_at_once() {
         use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        segments.create(0, 0).unwrap();
+        let segments = first_segment(dir.path());
         segments.write_at(SEGMENT_HEADER_BYTES, b"held").unwrap();
         let held = segments.open(0).unwrap();
         segments.retire(0).unwrap();
