@@ -186,6 +186,12 @@ pub(super) fn keys(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// Index slots one SCAN visits at least before it answers with fewer keys
+/// than COUNT: more than a default-sized empty index holds (81,920), so
+/// that a small database is answered whole, as Redis answers it. Visiting
+/// an empty slot is one atomic load.
+const SCAN_SLOT_BUDGET: usize = 1 << 18;
+
 pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let cursor = parse_u64(args.get(1)).ok_or(CmdError::InvalidCursor)?;
     let mut count = 10;
@@ -210,19 +216,26 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         i += 2;
     }
     // The engine's COUNT is index slots visited, and its index is presized
-    // (65,536 slots by default), so a small store would answer page after
-    // empty page. Step on until COUNT keys are found, the scan ends, or a
-    // bounded number of slots has been visited.
+    // (about 82,000 slots by default), so a small store would answer page
+    // after empty page where Redis, whose table is sized to its keys,
+    // answers a small database whole with cursor 0. Step on until COUNT
+    // keys are found, the scan ends, or SCAN_SLOT_BUDGET slots (or 64 per
+    // COUNT) have been visited, doubling the step after each step that
+    // found nothing, so that a sparse index takes a few engine calls.
     let count = count.min(1 << 20) as usize;
-    let budget = count.saturating_mul(64).max(16_384);
-    let (mut keys, mut next, mut visited) = (Vec::new(), cursor, 0);
+    let budget = count.saturating_mul(64).max(SCAN_SLOT_BUDGET);
+    let (mut keys, mut next, mut visited, mut step) = (Vec::new(), cursor, 0, count);
     loop {
-        let (found, after) = ctx.kv().scan(next, count)?;
+        let (found, after) = ctx.kv().scan(next, step)?;
+        let empty = found.is_empty();
         keys.extend(found);
         next = after;
-        visited += count;
+        visited += step;
         if keys.len() >= count || next == 0 || visited >= budget {
             break;
+        }
+        if empty {
+            step = step.saturating_mul(2).min(budget - visited);
         }
     }
     let keep = |k: &Vec<u8>| strings && pattern.is_none_or(|p| crate::glob::matches(p, k));
