@@ -44,6 +44,7 @@ pub mod fuzzing;
 pub mod glob;
 pub mod kv;
 pub mod log;
+pub mod long_double;
 pub mod num;
 pub mod parse;
 pub mod reply;

@@ -1,9 +1,9 @@
-//! Number parsing and formatting with Redis's exact rules.
+//! Integer parsing with Redis's exact rules.
 //!
 //! Redis parses integers with `string2ll`: an optional `-`, then digits
 //! with no leading zero (`0` alone is fine), no `+`, no spaces, and the
-//! value must fit in a signed 64-bit integer. Floats follow `strtold` as
-//! Redis uses it: no leading space, the whole argument consumed, not NaN.
+//! value must fit in a signed 64-bit integer. Floats (INCRBYFLOAT's) are
+//! in `long_double.rs`.
 
 /// Parses `s` as Redis's `string2ll` does; `None` when it is not a
 /// canonical signed 64-bit integer.
@@ -44,27 +44,6 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
-/// Parses a float as Redis's `getLongDoubleFromObject` does: no leading
-/// space, nothing after the number, not NaN. Infinities are accepted (an
-/// increment that produces one is refused later).
-pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    if s.is_empty() || s.len() > 5 * 1024 || s[0].is_ascii_whitespace() {
-        return None;
-    }
-    let v: f64 = std::str::from_utf8(s).ok()?.parse().ok()?;
-    (!v.is_nan()).then_some(v)
-}
-
-/// Formats a float the way Redis's INCRBYFLOAT reply reads: the shortest
-/// decimal that round-trips, with no exponent and no trailing zeros
-/// (`10.5`, `3`, `-0.25`).
-pub fn format_f64(v: f64) -> String {
-    if v == 0.0 {
-        return "0".to_string();
-    }
-    format!("{v}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,26 +80,5 @@ mod tests {
         assert_eq!(parse_u64(b"-1"), None);
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"1x"), None);
-    }
-
-    #[test]
-    fn floats_follow_strtold_as_redis_uses_it() {
-        assert_eq!(parse_f64(b"1.5"), Some(1.5));
-        assert_eq!(parse_f64(b"-3"), Some(-3.0));
-        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
-        assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
-        assert_eq!(parse_f64(b"nan"), None);
-        assert_eq!(parse_f64(b" 1"), None);
-        assert_eq!(parse_f64(b"1 "), None);
-        assert_eq!(parse_f64(b"abc"), None);
-        assert_eq!(parse_f64(b""), None);
-    }
-
-    #[test]
-    fn floats_format_without_exponent_or_trailing_zeros() {
-        assert_eq!(format_f64(10.5 + 0.1), "10.6");
-        assert_eq!(format_f64(5000.0), "5000");
-        assert_eq!(format_f64(-0.0), "0");
-        assert_eq!(format_f64(3.0e20), "300000000000000000000");
     }
 }

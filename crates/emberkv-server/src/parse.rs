@@ -7,6 +7,7 @@
 use std::ops::Range;
 
 use crate::error::{CmdError, CmdResult};
+use crate::long_double::LongDouble;
 
 /// The arguments of one command (the name is argument 0), borrowed from
 /// the connection's read buffer.
@@ -72,8 +73,8 @@ pub fn int(arg: &[u8]) -> CmdResult<i64> {
 ///
 /// # Errors
 /// [`CmdError::NotFloat`].
-pub fn float(arg: &[u8]) -> CmdResult<f64> {
-    crate::num::parse_f64(arg).ok_or(CmdError::NotFloat)
+pub fn float(arg: &[u8]) -> CmdResult<LongDouble> {
+    LongDouble::parse(arg).ok_or(CmdError::NotFloat)
 }
 
 /// An argument as text, for names and messages (invalid UTF-8 replaced).

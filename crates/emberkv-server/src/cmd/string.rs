@@ -10,7 +10,8 @@
 
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::num::{format_f64, parse_f64, parse_i64};
+use crate::long_double::LongDouble;
+use crate::num::parse_i64;
 use crate::parse::{Args, float, int, is};
 use crate::store::{Expiry, now_ms};
 
@@ -383,14 +384,13 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let incr = float(args.get(2))?;
     let text = modify(ctx, args.get(1), |old| {
         let cur = match old {
-            None => 0.0,
-            Some(v) => parse_f64(v).ok_or(CmdError::NotFloat)?,
+            None => LongDouble::ZERO,
+            Some(v) => LongDouble::parse(v).ok_or(CmdError::NotFloat)?,
         };
-        let n = cur + incr;
-        if !n.is_finite() {
-            return Err(CmdError::NanOrInfinity);
-        }
-        let text = format_f64(n);
+        let text = cur
+            .checked_add(incr)
+            .ok_or(CmdError::NanOrInfinity)?
+            .to_human_string();
         Ok((text.as_bytes().to_vec(), text))
     })?;
     ctx.out.bulk(text.as_bytes());
