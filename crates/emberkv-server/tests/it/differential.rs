@@ -1,0 +1,615 @@
+//! emberkv-server against a real redis-server (Debian package
+//! redis-server, installed by `scripts/test.sh`): the same commands to
+//! both, and every reply compared frame for frame. A fixed list of edge
+//! cases first, then seeded random sequences of string commands.
+//!
+//! Left out on purpose, because they differ by design or by nature:
+//! replies that name the server (HELLO's version and client id, INFO,
+//! CONFIG GET of the port or directory), other databases than 0 (emberkv
+//! has one), commands of types other than strings, and anything that
+//! reads the clock (TTL, TIME) or chance (RANDOMKEY) or lists keys in
+//! table order (KEYS, SCAN).
+
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use emberkv_server::frame::Frame;
+
+use crate::common::*;
+
+/// A redis-server process on a free port, with persistence off, killed
+/// when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .args(["--dir", path_str(dir.path())])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if child.try_wait().expect("try_wait").is_some() {
+                    break; // the port was taken meanwhile: try another
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return RedisServer {
+                        child,
+                        port,
+                        _dir: dir,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start in 5 attempts");
+    }
+
+    fn raw(&self) -> Raw<TcpStream> {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis-server");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Raw::new(s)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn have_redis_server() -> bool {
+    require("redis-server", runs("redis-server", &["--version"]))
+}
+
+/// Splits a line into arguments at spaces; `"..."` is one argument (no
+/// escapes), so `""` is the empty argument.
+fn words(line: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut rest = line.trim_start();
+    while !rest.is_empty() {
+        let (word, tail) = match rest.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted.find('"').expect("closing quote");
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => rest.split_at(rest.find(' ').unwrap_or(rest.len())),
+        };
+        out.push(word.as_bytes().to_vec());
+        rest = tail.trim_start();
+    }
+    out
+}
+
+/// Both servers, one connection to each, and the replies that differed.
+struct Pair {
+    redis: Raw<TcpStream>,
+    ember: Raw<TcpStream>,
+    diffs: Vec<String>,
+    compared: usize,
+}
+
+impl Pair {
+    fn new(redis: &RedisServer, ember: &Server) -> Pair {
+        Pair {
+            redis: redis.raw(),
+            ember: ember.raw(),
+            diffs: Vec::new(),
+            compared: 0,
+        }
+    }
+
+    /// Sends `args` to both servers and notes a difference in the replies.
+    fn send(&mut self, args: &[Vec<u8>]) {
+        let (a, b) = self.send_uncompared(args);
+        self.compared += 1;
+        if a != b {
+            let shown: Vec<String> = args
+                .iter()
+                .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+                .collect();
+            self.diffs.push(format!(
+                "{}\n    redis-server:   {a:?}\n    emberkv-server: {b:?}",
+                shown.join(" ")
+            ));
+        }
+    }
+
+    /// Sends `args` to both servers and returns both replies.
+    fn send_uncompared(&mut self, args: &[Vec<u8>]) -> (Frame, Frame) {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        (self.redis.call(&args), self.ember.call(&args))
+    }
+
+    fn check(self) {
+        assert!(
+            self.diffs.is_empty(),
+            "{} of {} replies differ from redis-server's:\n{}",
+            self.diffs.len(),
+            self.compared,
+            self.diffs.join("\n")
+        );
+    }
+}
+
+/// Edge cases of the string commands, their options and their errors;
+/// each line runs on both servers in order. A line marked `~` runs on
+/// both but its replies are not compared (HELLO names the server).
+const EDGE_CASES: &str = r#"
+FLUSHALL
+PING
+PING hello
+PING a b
+ECHO
+ECHO ""
+SET
+SET k
+SET k v
+GET k
+GET
+GET k k
+SET k v EX 0
+SET k v EX -1
+SET k v EX abc
+SET k v PX 0
+SET k v EX 10 PX 100
+SET k v NX XX
+SET k v KEEPTTL EX 10
+SET k v EX 9999999999999999
+SET k v PX 9223372036854775807
+SET k v EXAT 1
+SET k v PXAT 1
+GET k
+SET k v NX
+SET k v2 XX
+SET k v3 GET
+SET k v4 NX GET
+SET newk v NX GET
+SET newk2 v XX GET
+SET k v FOO
+set k v ex 100
+SET k v KEEPTTL
+SETNX k x
+SETNX k2 x
+SETNX k2
+SETEX k 0 v
+SETEX k -5 v
+SETEX k abc v
+SETEX k 100 v
+PSETEX k 0 v
+PSETEX k 100000 v
+GETSET k new
+GETSET nokey2 v
+GETDEL k
+GETDEL k
+GETEX nokey
+GETEX k2
+GETEX k2 EX 100
+GETEX k2 PERSIST
+GETEX k2 EX 0
+GETEX k2 PX 10 EX 10
+GETEX k2 FOO
+MGET
+MGET k2 nokey k2
+MSET
+MSET a
+MSET a 1 b
+MSET a 1 b 2
+MSETNX a 1 c 3
+MSETNX c 3 d 4
+MSETNX c
+DEL
+DEL a b c nokey
+EXISTS
+EXISTS d d nokey
+UNLINK d
+SET n 10
+INCR n
+DECR n
+INCRBY n 5
+INCRBY n abc
+INCRBY n 9223372036854775807
+DECRBY n -5
+DECRBY n -9223372036854775808
+SET n 9223372036854775807
+INCR n
+SET n -9223372036854775808
+DECR n
+SET n " 1"
+INCR n
+SET n 1.5
+INCR n
+SET n 01
+INCR n
+SET n +1
+INCR n
+INCR newcounter
+SET f 10.5
+INCRBYFLOAT f 0.1
+INCRBYFLOAT f -5
+INCRBYFLOAT f 1e3
+INCRBYFLOAT f abc
+INCRBYFLOAT f inf
+INCRBYFLOAT nf 3.0e3
+INCRBYFLOAT f 1e308
+INCRBYFLOAT f 1e308
+INCRBYFLOAT f 0x1.8p3
+INCRBYFLOAT f " 1"
+INCRBYFLOAT f 1e
+INCRBYFLOAT f nan
+SET s hello
+APPEND s " world"
+APPEND s2 abc
+APPEND s
+STRLEN s
+STRLEN nokey
+STRLEN
+GETRANGE s 0 4
+GETRANGE s -5 -1
+GETRANGE s 5 1
+GETRANGE s -100 100
+GETRANGE s 100 200
+GETRANGE nokey 0 10
+GETRANGE s 0
+GETRANGE s a b
+GETRANGE s 0 -100
+GETRANGE s -1 -5
+SETRANGE s 6 WORLD
+GET s
+SETRANGE s 20 x
+GET s
+SETRANGE s -1 x
+SETRANGE nokey3 0 ""
+EXISTS nokey3
+SETRANGE nokey3 2 ab
+GET nokey3
+SETRANGE s 536870912 x
+SETRANGE s 0 ""
+SUBSTR s 0 3
+SET a 1
+SET b 2
+SET c 3
+EXPIRE a 100
+EXPIRE a
+EXPIRE a abc
+EXPIRE nokey 100
+EXPIRE a 100 NX
+EXPIRE a 200 XX
+EXPIRE a 50 GT
+EXPIRE a 500 GT
+EXPIRE a 1000 LT
+EXPIRE a 10 LT
+EXPIRE b 100 XX
+EXPIRE b 100 GT
+EXPIRE b 100 LT
+PERSIST b
+EXPIRE b 100 NX XX
+EXPIRE b 100 GT LT
+EXPIRE b 100 FOO
+EXPIRE b 9223372036854775807
+EXPIRE b 92233720368547758
+PEXPIRE b 9223372036854775807
+EXPIREAT b 9223372036854775807
+PEXPIREAT c 1
+EXISTS c
+EXPIRE b -1
+EXISTS b
+EXPIRE a 0
+EXISTS a
+SET a 1
+PEXPIRE a 100000
+PERSIST a
+PERSIST a
+PERSIST nokey
+TYPE a
+TYPE nokey
+TYPE
+DBSIZE
+DBSIZE x
+KEYS
+SELECT 0
+SELECT -1
+SELECT abc
+SELECT
+RANDOMKEY x
+FLUSHDB FOO
+SCAN
+SCAN abc
+SCAN 0 COUNT 0
+SCAN 0 COUNT abc
+SCAN 0 MATCH
+SCAN 0 FOO bar
+SET "" empty
+GET ""
+STRLEN ""
+XYZ
+xyz a b
+CONFIG
+CONFIG GET nosuchparam
+CONFIG SET nosuchparam 1
+CONFIG FOO
+COMMAND COUNT x
+COMMAND FOO
+CLIENT
+CLIENT FOO
+CLIENT SETNAME "a b"
+CLIENT SETNAME ok
+CLIENT GETNAME
+CLIENT SETNAME ""
+CLIENT GETNAME
+CLIENT KILL 1.2.3.4:5
+CLIENT KILL ID 999999
+CLIENT KILL ID abc
+AUTH x
+AUTH a b
+HELLO 4
+HELLO abc
+LASTSAVE x
+TIME x
+FLUSHALL
+SCAN 0
+MULTI
+SET a 2
+GET a
+INCR a
+EXEC
+MULTI
+MULTI
+DISCARD
+EXEC
+DISCARD
+MULTI
+SET a
+EXEC
+MULTI
+INCR a
+SET b x
+INCR b
+EXEC
+WATCH a
+SET a 5
+MULTI
+INCR a
+EXEC
+WATCH
+UNWATCH
+MULTI
+WATCH a
+DISCARD
+MULTI
+FOOCMD
+EXEC
+~ HELLO 3
+GET a
+GET nokey
+MGET a nokey
+GETEX nokey
+SET k v NX GET
+EXPIRE a 100 GT
+MULTI
+GET a
+GET nokey
+EXEC
+"#;
+
+#[test]
+fn edge_cases_answer_as_redis_server_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let ember = Server::start(&[]);
+    let mut pair = Pair::new(&redis, &ember);
+    for line in EDGE_CASES.lines().filter(|l| !l.trim().is_empty()) {
+        match line.strip_prefix("~ ") {
+            Some(uncompared) => {
+                pair.send_uncompared(&words(uncompared));
+            }
+            None => pair.send(&words(line)),
+        }
+    }
+    pair.check();
+}
+
+/// xorshift64*: the random sequences are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+
+    fn key(&mut self) -> Vec<u8> {
+        format!("key:{}", self.below(6)).into_bytes()
+    }
+
+    /// A number in one of the forms clients send, or something that
+    /// only looks like one.
+    fn number(&mut self) -> Vec<u8> {
+        let text = match self.below(9) {
+            0 => format!("{}", self.next() as i64),
+            1 => format!("{}", self.below(2000) as i64 - 1000),
+            2 => format!(
+                "{}.{:0width$}",
+                self.below(2_000_000) as i64 - 1_000_000,
+                self.below(1 << 40),
+                width = self.below(20) as usize
+            ),
+            3 => format!(
+                "{}e{}",
+                self.below(200_000) as i64 - 100_000,
+                self.below(9_900) as i64 - 4_960
+            ),
+            4 => format!("{:e}", f64::from_bits(self.next() >> 2)),
+            5 => format!(
+                "0x{:x}p{}",
+                self.next() >> self.below(64),
+                self.below(200) as i64 - 100
+            ),
+            6 => self
+                .pick(&[
+                    "inf", "-inf", "nan", "", " 1", "1 ", "0x", "1e", ".", "-0", "+5", "0.1",
+                ])
+                .to_string(),
+            7 => [
+                "9223372036854775807",
+                "-9223372036854775808",
+                "9223372036854775808",
+            ][self.below(3) as usize]
+                .to_string(),
+            _ => format!("{}", self.below(100)),
+        };
+        text.into_bytes()
+    }
+
+    /// A value: a number, or bytes including CR, LF and NUL.
+    fn value(&mut self) -> Vec<u8> {
+        if self.below(2) == 0 {
+            return self.number();
+        }
+        const BYTES: &[u8] = b"ab\r\n\0xyz 19.";
+        let len = self.below(12) as usize;
+        (0..len)
+            .map(|_| BYTES[self.below(BYTES.len() as u64) as usize])
+            .collect()
+    }
+
+    fn offset(&mut self) -> Vec<u8> {
+        format!("{}", self.below(40) as i64 - 15).into_bytes()
+    }
+}
+
+/// One random command of the string family, with arguments that are
+/// often out of range or malformed.
+fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let name = rng.pick(&[
+        "SET",
+        "GET",
+        "APPEND",
+        "GETRANGE",
+        "SETRANGE",
+        "STRLEN",
+        "INCR",
+        "DECR",
+        "INCRBY",
+        "DECRBY",
+        "INCRBYFLOAT",
+        "GETSET",
+        "GETDEL",
+        "SETNX",
+        "MSET",
+        "MGET",
+        "MSETNX",
+        "DEL",
+        "EXISTS",
+        "EXPIRE",
+        "PERSIST",
+        "GETEX",
+        "TYPE",
+        "DBSIZE",
+    ]);
+    let mut args = vec![name.as_bytes().to_vec()];
+    match name {
+        "SET" => {
+            args.extend([rng.key(), rng.value()]);
+            for _ in 0..rng.below(3) {
+                let option = rng.pick(&["NX", "XX", "GET", "KEEPTTL", "EX", "PX", "bogus"]);
+                args.push(option.as_bytes().to_vec());
+                if option == "EX" || option == "PX" {
+                    // Refused, or far enough ahead that no key expires
+                    // during the test (PX is in ms).
+                    let ttl = match rng.below(3) {
+                        0 => "-5".to_string(),
+                        1 => "0".to_string(),
+                        _ => format!("{}", 100_000 + rng.below(1_000)),
+                    };
+                    args.push(ttl.into_bytes());
+                }
+            }
+        }
+        "GET" | "STRLEN" | "INCR" | "DECR" | "GETDEL" | "PERSIST" | "TYPE" => args.push(rng.key()),
+        "APPEND" | "GETSET" | "SETNX" => args.extend([rng.key(), rng.value()]),
+        "INCRBY" | "DECRBY" | "INCRBYFLOAT" => args.extend([rng.key(), rng.number()]),
+        "GETRANGE" => args.extend([rng.key(), rng.offset(), rng.offset()]),
+        "SETRANGE" => args.extend([rng.key(), rng.offset(), rng.value()]),
+        "MSET" | "MSETNX" => {
+            for _ in 0..=rng.below(3) {
+                args.extend([rng.key(), rng.value()]);
+            }
+        }
+        "MGET" | "DEL" | "EXISTS" => {
+            for _ in 0..=rng.below(3) {
+                args.push(rng.key());
+            }
+        }
+        "EXPIRE" => {
+            // Far enough ahead that no key expires during the test.
+            args.extend([
+                rng.key(),
+                format!("{}", 10_000 + rng.below(1_000)).into_bytes(),
+            ]);
+            if rng.below(2) == 0 {
+                args.push(rng.pick(&["NX", "XX", "GT", "LT"]).as_bytes().to_vec());
+            }
+        }
+        "GETEX" => {
+            args.push(rng.key());
+            match rng.below(3) {
+                0 => args.push(b"PERSIST".to_vec()),
+                1 => args.extend([b"EX".to_vec(), b"20000".to_vec()]),
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    args
+}
+
+#[test]
+fn random_string_commands_answer_as_redis_server_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let ember = Server::start(&[]);
+    let mut pair = Pair::new(&redis, &ember);
+    for seed in 1..=4u64 {
+        pair.send(&words("FLUSHALL"));
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for _ in 0..1_500 {
+            pair.send(&random_command(&mut rng));
+        }
+        // The stores must hold the same bytes too.
+        for k in 0..6 {
+            pair.send(&[b"GET".to_vec(), format!("key:{k}").into_bytes()]);
+        }
+    }
+    pair.check();
+}
