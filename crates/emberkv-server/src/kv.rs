@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use emberkv::{Error, MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 use parking_lot::MutexGuard;
 
-use crate::store::{Expiry, Store, now_ms, system_time};
+use crate::store::{Expiry, Store, Write, now_ms, system_time};
 
 type Result<T> = emberkv::Result<T>;
 
@@ -372,24 +372,28 @@ impl<'a> Kv<'a> {
         Ok(true)
     }
 
-    /// Inserts (without expiry) or removes several keys at once (see
-    /// [`Store::apply`]).
+    /// Writes or removes several keys at once (see [`Store::apply`]).
     ///
     /// # Errors
     /// As for [`emberkv::Db::apply_batch`]; nothing is written then.
-    pub fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+    pub fn apply(&self, ops: &[(&[u8], Write<'_>)]) -> Result<()> {
         let Some(tx) = self.tx else {
             return self.store.apply(ops);
         };
-        for (key, value) in ops {
+        for (key, write) in ops {
             check_key(key)?;
-            check_value(value.unwrap_or_default())?;
+            if let Write::Put(v, _) = write {
+                check_value(v)?;
+            }
         }
-        for (key, value) in ops {
-            let value = value.map(|v| Value {
-                data: v.to_vec(),
-                expires_at: None,
-            });
+        for (key, write) in ops {
+            let value = match *write {
+                Write::Put(v, expires_at) => Some(Value {
+                    data: v.to_vec(),
+                    expires_at,
+                }),
+                Write::Remove => None,
+            };
             self.write(tx, key, value);
         }
         Ok(())
@@ -552,8 +556,11 @@ mod tests {
         assert!(!kv.persist(b"new").unwrap());
         kv.put(b"short", b"v", Expiry::AtMs(now_ms() - 1)).unwrap();
         assert!(!kv.contains_key(b"short").unwrap(), "a past deadline");
-        kv.apply(&[(b"m1", Some(b"1")), (b"kept", Some(b"y"))])
-            .unwrap();
+        kv.apply(&[
+            (b"m1", Write::Put(b"1", None)),
+            (b"kept", Write::Put(b"y", None)),
+        ])
+        .unwrap();
         let mut out = Vec::new();
         assert!(kv.get_into(b"kept", &mut out).unwrap());
         assert_eq!(out, b"y");

@@ -51,6 +51,15 @@ pub enum Expiry {
     Keep,
 }
 
+/// One write of an atomic batch ([`Store::apply`], [`crate::kv::Kv::apply`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Write<'a> {
+    /// Sets the value, with the expiry (Unix ms) given, or none.
+    Put(&'a [u8], Option<i64>),
+    /// Removes the key.
+    Remove,
+}
+
 /// One lock stripe: the lock a write of its keys holds, and the number of
 /// writes that changed one of its keys.
 #[derive(Default)]
@@ -360,18 +369,18 @@ impl Store {
         Ok(had)
     }
 
-    /// Applies `ops` (a value to insert without expiry, or `None` to
-    /// remove) as one atomic [`WriteBatch`]; the caller holds every key's
-    /// stripe.
+    /// Applies `ops` as one atomic [`WriteBatch`]; the caller holds every
+    /// key's stripe.
     ///
     /// # Errors
     /// As for [`Db::apply_batch`].
-    pub fn apply(&self, ops: &[(&[u8], Option<&[u8]>)]) -> emberkv::Result<()> {
+    pub fn apply(&self, ops: &[(&[u8], Write<'_>)]) -> emberkv::Result<()> {
         let mut batch = WriteBatch::new();
-        for (key, value) in ops {
-            match value {
-                Some(v) => batch.insert(key, v),
-                None => batch.remove(key),
+        for (key, write) in ops {
+            match *write {
+                Write::Put(v, None) => batch.insert(key, v),
+                Write::Put(v, Some(at)) => batch.insert_with_expiry(key, v, system_time(at)),
+                Write::Remove => batch.remove(key),
             };
         }
         self.db.apply_batch(&batch)?;
@@ -565,7 +574,7 @@ mod tests {
         assert!(!store.expire_at(b"k", now_ms() + 100_000).unwrap());
         assert!(!changed(&store), "removing or expiring a missing key");
         store
-            .apply(&[(b"k", Some(b"x")), (b"other", None)])
+            .apply(&[(b"k", Write::Put(b"x", None)), (b"other", Write::Remove)])
             .unwrap();
         assert!(changed(&store));
         store.flush().unwrap();
@@ -577,7 +586,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 64 << 20).unwrap();
         store
-            .apply(&[(b"a", Some(b"0")), (b"b", Some(b"0"))])
+            .apply(&[
+                (b"a", Write::Put(b"0", None)),
+                (b"b", Write::Put(b"0", None)),
+            ])
             .unwrap();
         let read = |store: &Store| {
             let keys: [&[u8]; 2] = [b"a", b"b"];

@@ -1,5 +1,5 @@
-//! Keyspace commands: DEL, EXISTS, expiry, TYPE, DBSIZE, KEYS, SCAN,
-//! RANDOMKEY, FLUSHDB.
+//! Keyspace commands: DEL, RENAME, RENAMENX, COPY, EXISTS, TOUCH, expiry,
+//! TYPE, DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHDB.
 //!
 //! DBSIZE, KEYS, SCAN and RANDOMKEY read the whole keyspace without the
 //! isolation from EXEC that reads of named keys get (inside EXEC they see
@@ -11,7 +11,7 @@ use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::num::parse_u64;
 use crate::parse::{Args, int, is, text};
-use crate::store::now_ms;
+use crate::store::{Write, now_ms};
 
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
@@ -27,7 +27,7 @@ pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let mut ops = Vec::new();
         for key in keys {
             if kv.contains_key(key)? {
-                ops.push((key, None));
+                ops.push((key, Write::Remove));
             }
         }
         if !ops.is_empty() {
@@ -37,6 +37,78 @@ pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     };
     ctx.out.int(removed);
     Ok(())
+}
+
+/// RENAME and RENAMENX: the value and its expiry move to `dst`, in one
+/// atomic batch with the removal of `src`.
+fn rename_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, nx: bool) -> CmdResult {
+    let (src, dst) = (args.get(1), args.get(2));
+    let kv = ctx.kv();
+    let _locks = kv.lock_all([src, dst].into_iter());
+    let Some((value, expires_at)) = kv.entry(src)? else {
+        return Err(CmdError::err("no such key"));
+    };
+    let moved = if src == dst || (nx && kv.contains_key(dst)?) {
+        false
+    } else {
+        kv.apply(&[(src, Write::Remove), (dst, Write::Put(&value, expires_at))])?;
+        true
+    };
+    match nx {
+        true => ctx.out.int(i64::from(moved)),
+        false => ctx.out.ok(),
+    }
+    Ok(())
+}
+
+pub(super) fn rename(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+
+pub(super) fn renamenx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+/// COPY source destination [DB 0] [REPLACE]: the value and its expiry.
+/// emberkv has one database, so DB takes only 0.
+pub(super) fn copy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    let (src, dst) = (args.get(1), args.get(2));
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args.get(i);
+        if is(opt, "REPLACE") {
+            replace = true;
+        } else if is(opt, "DB") && i + 1 < args.len() {
+            let db = int(args.get(i + 1))?;
+            if db != 0 {
+                return Err(CmdError::DbIndexOutOfRange);
+            }
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if src == dst {
+        return Err(CmdError::err("source and destination objects are the same"));
+    }
+    let kv = ctx.kv();
+    let _locks = kv.lock_all([src, dst].into_iter());
+    let copied = match kv.entry(src)? {
+        Some((value, expires_at)) if replace || !kv.contains_key(dst)? => {
+            kv.apply(&[(dst, Write::Put(&value, expires_at))])?;
+            true
+        }
+        _ => false,
+    };
+    ctx.out.int(i64::from(copied));
+    Ok(())
+}
+
+/// TOUCH: how many of the keys exist (emberkv keeps no access times).
+pub(super) fn touch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    exists(ctx, args)
 }
 
 pub(super) fn exists(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
@@ -147,6 +219,30 @@ fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
     };
     ctx.out.int(reply);
     Ok(())
+}
+
+/// EXPIRETIME and PEXPIRETIME: -2 absent, -1 no expiry, else the Unix
+/// time it expires at (seconds rounded to nearest, as Redis's
+/// `ttlGenericCommand` rounds them).
+fn expiretime_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
+    let key = args.get(1);
+    let kv = ctx.kv();
+    let reply = match kv.read(key, || kv.expiry(key))? {
+        None => -2,
+        Some(None) => -1,
+        Some(Some(at)) if ms => at,
+        Some(Some(at)) => (at + 500) / 1000,
+    };
+    ctx.out.int(reply);
+    Ok(())
+}
+
+pub(super) fn expiretime(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expiretime_generic(ctx, args, false)
+}
+
+pub(super) fn pexpiretime(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    expiretime_generic(ctx, args, true)
 }
 
 pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {

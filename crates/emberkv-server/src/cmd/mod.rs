@@ -17,6 +17,7 @@ use crate::reply::Reply;
 use crate::server::Shared;
 
 mod admin;
+mod bitmap;
 mod client;
 mod command;
 mod conn;
@@ -201,6 +202,36 @@ pub static COMMANDS: &[Spec] = &[
         admin::bgsave,
     ),
     spec(
+        "bitcount",
+        -2,
+        READONLY,
+        ONE,
+        "bitmap",
+        "2.6.0",
+        "Counts the number of set bits (population counting) in a string.",
+        bitmap::bitcount,
+    ),
+    spec(
+        "bitop",
+        -4,
+        WRITE | DENYOOM,
+        (2, -1, 1),
+        "bitmap",
+        "2.6.0",
+        "Performs bitwise operations on multiple strings, and stores the result.",
+        bitmap::bitop,
+    ),
+    spec(
+        "bitpos",
+        -3,
+        READONLY,
+        ONE,
+        "bitmap",
+        "2.8.7",
+        "Finds the first set (1) or clear (0) bit in a string.",
+        bitmap::bitpos,
+    ),
+    spec(
         "client",
         -2,
         ADMIN | NOSCRIPT | LOADING | STALE,
@@ -229,6 +260,16 @@ pub static COMMANDS: &[Spec] = &[
         "2.0.0",
         "A container for server configuration commands.",
         admin::config,
+    ),
+    spec(
+        "copy",
+        -3,
+        WRITE | DENYOOM,
+        (1, 2, 1),
+        "generic",
+        "6.2.0",
+        "Copies the value of a key to a new key.",
+        keys::copy,
     ),
     spec(
         "dbsize",
@@ -331,6 +372,16 @@ pub static COMMANDS: &[Spec] = &[
         keys::expireat,
     ),
     spec(
+        "expiretime",
+        2,
+        READONLY | FAST,
+        ONE,
+        "generic",
+        "7.0.0",
+        "Returns the expiration time of a key as a Unix timestamp.",
+        keys::expiretime,
+    ),
+    spec(
         "flushall",
         -1,
         WRITE | KEYSPACE,
@@ -359,6 +410,16 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "Returns the string value of a key.",
         string::get,
+    ),
+    spec(
+        "getbit",
+        3,
+        READONLY | FAST,
+        ONE,
+        "bitmap",
+        "2.2.0",
+        "Returns a bit value by offset.",
+        bitmap::getbit,
     ),
     spec(
         "getdel",
@@ -541,6 +602,16 @@ pub static COMMANDS: &[Spec] = &[
         keys::pexpireat,
     ),
     spec(
+        "pexpiretime",
+        2,
+        READONLY | FAST,
+        ONE,
+        "generic",
+        "7.0.0",
+        "Returns the expiration time of a key as a Unix milliseconds timestamp.",
+        keys::pexpiretime,
+    ),
+    spec(
         "ping",
         -1,
         FAST,
@@ -591,6 +662,26 @@ pub static COMMANDS: &[Spec] = &[
         keys::randomkey,
     ),
     spec(
+        "rename",
+        3,
+        WRITE,
+        (1, 2, 1),
+        "generic",
+        "1.0.0",
+        "Renames a key and overwrites the destination.",
+        keys::rename,
+    ),
+    spec(
+        "renamenx",
+        3,
+        WRITE | FAST,
+        (1, 2, 1),
+        "generic",
+        "1.0.0",
+        "Renames a key only when the target key name doesn't exist.",
+        keys::renamenx,
+    ),
+    spec(
         "save",
         1,
         ADMIN | NOSCRIPT,
@@ -629,6 +720,16 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
         string::set,
+    ),
+    spec(
+        "setbit",
+        4,
+        WRITE | DENYOOM,
+        ONE,
+        "bitmap",
+        "2.2.0",
+        "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.",
+        bitmap::setbit,
     ),
     spec(
         "setex",
@@ -699,6 +800,16 @@ pub static COMMANDS: &[Spec] = &[
         "2.6.0",
         "Returns the server time.",
         admin::time,
+    ),
+    spec(
+        "touch",
+        -2,
+        READONLY | FAST,
+        ALL,
+        "generic",
+        "3.2.1",
+        "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
+        keys::touch,
     ),
     spec(
         "ttl",

@@ -13,7 +13,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::long_double::LongDouble;
 use crate::num::parse_i64;
 use crate::parse::{Args, float, int, is};
-use crate::store::{Expiry, now_ms};
+use crate::store::{Expiry, Write, now_ms};
 
 /// An expiry option of SET and GETEX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +302,7 @@ fn mset_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, nx: bool) -> CmdResult {
     let mut ops = Vec::with_capacity(args.len() / 2);
     let mut pairs = args.from(1);
     while let (Some(k), Some(v)) = (pairs.next(), pairs.next()) {
-        ops.push((k, Some(v)));
+        ops.push((k, Write::Put(v, None)));
     }
     kv.apply(&ops)?;
     if nx {
@@ -325,7 +325,7 @@ pub(super) fn msetnx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 /// expiry. When `f` fails nothing changes (an existing value is written
 /// back unchanged: the engine's update has no "keep" outcome) and the
 /// error is returned.
-fn modify<T>(
+pub(super) fn modify<T>(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Vec<u8>, T)>,
@@ -399,7 +399,7 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 /// Redis's `checkStringLength`: a string may not grow past
 /// `proto-max-bulk-len`; and emberkv's own value limit.
-fn check_length(ctx: &Ctx<'_>, len: u64) -> CmdResult {
+pub(super) fn check_length(ctx: &Ctx<'_>, len: u64) -> CmdResult {
     let max = ctx
         .shared
         .live

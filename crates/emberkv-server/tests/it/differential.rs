@@ -1,7 +1,8 @@
 //! emberkv-server against a real redis-server (Debian package
 //! redis-server, installed by `scripts/test.sh`): the same commands to
 //! both, and every reply compared frame for frame. A fixed list of edge
-//! cases first, then seeded random sequences of string commands.
+//! cases first, then seeded random sequences of string, bitmap and key
+//! commands.
 //!
 //! Left out on purpose, because they differ by design or by nature:
 //! replies that name the server (HELLO's version and client id, INFO,
@@ -406,6 +407,162 @@ MULTI
 GET a
 GET nokey
 EXEC
+FLUSHALL
+RENAME
+RENAME a
+RENAME a b
+SET a 1
+RENAME a a
+RENAME a b
+GET a
+GET b
+SET c 3
+EXPIRE c 1000
+RENAME c b
+TTL b
+EXISTS c
+RENAMENX b b
+RENAMENX b d
+RENAMENX nokey d
+SET e 5
+RENAMENX e d
+RENAMENX d f
+RENAME a b c
+COPY
+COPY a
+COPY f g
+COPY f g
+COPY f g REPLACE
+COPY f f
+COPY f h DB 0
+COPY f h DB -1
+COPY f h DB abc
+COPY f h DB
+COPY f h FOO
+COPY nokey h
+COPY nokey nokey
+COPY f i REPLACE REPLACE
+TTL i
+EXPIRETIME nokey
+PEXPIRETIME nokey
+PEXPIREAT f 99999999999999
+EXPIRETIME f
+PEXPIRETIME f
+EXPIREAT f 99999999999
+EXPIRETIME f
+PEXPIRETIME f
+EXPIRETIME
+EXPIRETIME a b
+TOUCH
+TOUCH f f nokey g
+SETBIT
+SETBIT bm 7 1
+SETBIT bm 7 1
+SETBIT bm 7 0
+SETBIT bm 100 1
+GET bm
+SETBIT bm -1 1
+SETBIT bm abc 1
+SETBIT bm 1 2
+SETBIT bm 1 -1
+SETBIT bm 1 abc
+SETBIT bm 4294967296 1
+SETBIT bm 01 1
+SETBIT bm +1 1
+SETBIT bm #1 1
+GETBIT bm 7
+GETBIT bm 100
+GETBIT bm 1000000
+GETBIT nokey 0
+GETBIT bm -1
+GETBIT bm abc
+GETBIT bm 4294967296
+SET s foobar
+BITCOUNT s
+BITCOUNT s 0 0
+BITCOUNT s 1 1
+BITCOUNT s 1 1 BYTE
+BITCOUNT s 5 30 BIT
+BITCOUNT s -1 -1
+BITCOUNT s -1 -5
+BITCOUNT s -1 -5 FOO
+BITCOUNT s 0
+BITCOUNT s 0 1 FOO
+BITCOUNT s a b
+BITCOUNT s 0 -100
+BITCOUNT s 100 200
+BITCOUNT s -100 -50
+BITCOUNT s 0 5 BIT
+BITCOUNT s 7 7 BIT
+BITCOUNT s 0 1 2 3
+BITCOUNT nokey
+BITCOUNT nokey a b
+BITCOUNT nokey 0
+BITCOUNT
+SET e ""
+BITCOUNT e
+BITCOUNT e 0 -1
+BITPOS e 0
+BITPOS e 1
+SET q ""
+SETBIT q 20 1
+BITPOS q 1
+BITPOS q 0
+BITPOS q 1 2
+BITPOS q 0 2
+BITPOS q 0 2 2
+BITPOS q 1 -1
+BITPOS q 1 0 -1 BIT
+BITPOS q 1 21 -1 BIT
+BITPOS q 0 20 20 BIT
+BITPOS q 0 20 BIT
+BITPOS q 1 3 1
+BITPOS q 2
+BITPOS q abc
+BITPOS q 1 a
+BITPOS q 1 0 a
+BITPOS q 1 0 1 FOO
+BITPOS q 1 0 1 BIT x
+BITPOS nokey 0
+BITPOS nokey 1
+BITPOS nokey 2
+BITPOS nokey 1 a
+SETBIT full 0 1
+SETBIT full 1 1
+SETBIT full 2 1
+SETBIT full 3 1
+SETBIT full 4 1
+SETBIT full 5 1
+SETBIT full 6 1
+SETBIT full 7 1
+BITPOS full 0
+BITPOS full 0 0 -1
+BITPOS full 0 0 -1 BIT
+BITPOS full 0 3 BIT
+BITPOS full 1 8 -1 BIT
+BITOP
+BITOP AND
+BITOP AND dest
+BITOP AND dest s
+GET dest
+BITOP OR dest s q full
+GET dest
+BITOP XOR dest s q
+GET dest
+BITOP NOT dest s
+GET dest
+BITOP NOT dest s q
+BITOP FOO dest s
+BITOP AND dest nokey nokey2
+EXISTS dest
+SET dest x
+EXPIRE dest 1000
+BITOP OR dest s
+TTL dest
+BITOP and dest dest s
+GET dest
+BITOP XOR x1 s s
+GET x1
 "#;
 
 #[test]
@@ -501,13 +658,24 @@ impl Rng {
             .collect()
     }
 
+    /// A bit offset: mostly within a few bytes, sometimes invalid.
+    fn bit_offset(&mut self) -> Vec<u8> {
+        match self.below(8) {
+            0 => self
+                .pick(&["-1", "x", "01", "4294967296"])
+                .as_bytes()
+                .to_vec(),
+            _ => format!("{}", self.below(120)).into_bytes(),
+        }
+    }
+
     fn offset(&mut self) -> Vec<u8> {
         format!("{}", self.below(40) as i64 - 15).into_bytes()
     }
 }
 
-/// One random command of the string family, with arguments that are
-/// often out of range or malformed.
+/// One random command on string keys, with arguments that are often out
+/// of range or malformed.
 fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
     let name = rng.pick(&[
         "SET",
@@ -534,6 +702,15 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
         "GETEX",
         "TYPE",
         "DBSIZE",
+        "SETBIT",
+        "GETBIT",
+        "BITCOUNT",
+        "BITPOS",
+        "BITOP",
+        "RENAME",
+        "RENAMENX",
+        "COPY",
+        "TOUCH",
     ]);
     let mut args = vec![name.as_bytes().to_vec()];
     match name {
@@ -564,7 +741,42 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
                 args.extend([rng.key(), rng.value()]);
             }
         }
-        "MGET" | "DEL" | "EXISTS" => {
+        "SETBIT" => {
+            let bit = rng.pick(&["0", "1", "1", "2", "x"]);
+            args.extend([rng.key(), rng.bit_offset(), bit.as_bytes().to_vec()]);
+        }
+        "GETBIT" => args.extend([rng.key(), rng.bit_offset()]),
+        "BITCOUNT" | "BITPOS" => {
+            args.push(rng.key());
+            if name == "BITPOS" {
+                args.push(rng.pick(&["0", "1", "1", "0", "2"]).as_bytes().to_vec());
+            }
+            for _ in 0..rng.below(4) {
+                args.push(rng.offset());
+            }
+            if rng.below(3) == 0 {
+                args.push(
+                    rng.pick(&["BIT", "BYTE", "bit", "nope"])
+                        .as_bytes()
+                        .to_vec(),
+                );
+            }
+        }
+        "BITOP" => {
+            let op = rng.pick(&["AND", "OR", "XOR", "NOT", "not", "NAND"]);
+            args.extend([op.as_bytes().to_vec(), rng.key()]);
+            for _ in 0..=rng.below(3) {
+                args.push(rng.key());
+            }
+        }
+        "RENAME" | "RENAMENX" => args.extend([rng.key(), rng.key()]),
+        "COPY" => {
+            args.extend([rng.key(), rng.key()]);
+            if rng.below(2) == 0 {
+                args.push(b"REPLACE".to_vec());
+            }
+        }
+        "MGET" | "DEL" | "EXISTS" | "TOUCH" => {
             for _ in 0..=rng.below(3) {
                 args.push(rng.key());
             }
