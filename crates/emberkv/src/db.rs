@@ -540,7 +540,9 @@ impl Db {
             Some(restored) => restored,
             None => {
                 let index = Index::with_capacity(options.key_capacity);
+                index.track_homes(true);
                 let (tail, pads) = replay(&index, 0)?;
+                index.track_homes(false);
                 (index, 0, tail, pads)
             }
         };
