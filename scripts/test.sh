@@ -9,8 +9,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
 # emberkv-server's integration tests drive the server with redis-cli (Debian
 # package redis-tools) and Python's redis package, and compare its replies
 # with a real redis-server's (Debian package redis-server; the tests start
-# their own on a free port). Install them only when missing, quietly; the
-# tests fail under CI=true if they are still missing.
+# their own on a free port and need no system service). Install them only
+# when missing, quietly; the tests fail under CI=true if they are still
+# missing.
 if ! command -v redis-cli >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
     echo "== installing redis-server and redis-tools (redis-cli)"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools; } \

@@ -218,28 +218,33 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
                 "BITOP NOT must be called with a single source key.",
             ));
         }
-        |a, _| !a
+        // One source, complemented above: nothing to combine.
+        |a, _| a
     } else {
         return Err(CmdError::Syntax);
     };
     let dst = args.get(2);
     let kv = ctx.kv();
     let _locks = kv.lock_all(args.from(2));
-    let mut sources = Vec::with_capacity(args.len() - 3);
-    for key in args.from(3) {
-        sources.push(kv.get(key)?.unwrap_or_default());
+    // One source in memory at a time beside the result (a key named many
+    // times is read each time): at most twice the largest value, however
+    // many sources. Missing keys and bytes past a shorter value read as 0.
+    let mut sources = args.from(3);
+    let first = sources.next().expect("arity: a source");
+    let mut result = kv.get(first)?.unwrap_or_default();
+    if not {
+        result.iter_mut().for_each(|b| *b = !*b);
     }
-    let len = sources.iter().map(Vec::len).max().unwrap_or(0);
-    // Missing keys and bytes past a shorter value read as 0.
-    let byte = |s: &Vec<u8>, i: usize| s.get(i).copied().unwrap_or(0);
-    let result: Vec<u8> = (0..len)
-        .map(|i| match not {
-            true => !byte(&sources[0], i),
-            false => sources[1..]
-                .iter()
-                .fold(byte(&sources[0], i), |acc, s| combine(acc, byte(s, i))),
-        })
-        .collect();
+    for key in sources {
+        let source = kv.get(key)?.unwrap_or_default();
+        if source.len() > result.len() {
+            result.resize(source.len(), 0);
+        }
+        for (i, r) in result.iter_mut().enumerate() {
+            *r = combine(*r, source.get(i).copied().unwrap_or(0));
+        }
+    }
+    let len = result.len();
     if len == 0 {
         kv.remove(dst)?;
     } else {

@@ -80,7 +80,14 @@ pub(super) fn copy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         if is(opt, "REPLACE") {
             replace = true;
         } else if is(opt, "DB") && i + 1 < args.len() {
-            let db = int(args.get(i + 1))?;
+            // Redis reads it as a C int.
+            let db = i32::try_from(int(args.get(i + 1))?).map_err(|_| {
+                CmdError::err(format_args!(
+                    "value is out of range, value must between {} and {}",
+                    i32::MIN,
+                    i32::MAX
+                ))
+            })?;
             if db != 0 {
                 return Err(CmdError::DbIndexOutOfRange);
             }
@@ -231,7 +238,9 @@ fn expiretime_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult
         None => -2,
         Some(None) => -1,
         Some(Some(at)) if ms => at,
-        Some(Some(at)) => (at + 500) / 1000,
+        // Unsigned, as Redis computes it, so that an expiry near i64::MAX
+        // ms (PEXPIREAT takes it) rounds without overflowing.
+        Some(Some(at)) => ((at.max(0) as u64 + 500) / 1000) as i64,
     };
     ctx.out.int(reply);
     Ok(())

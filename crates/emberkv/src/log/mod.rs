@@ -978,10 +978,10 @@ impl Found {
 pub(crate) const REHASH_GROUP: usize = 16;
 
 /// The resident pages, ascending by address, beside an array of their
-/// start addresses: finding a record's page binary-searches the starts
-/// (a few contiguous cache lines) instead of loading the `Page` behind
-/// each probed `Arc` at every step, a dependent load that was about 7 % of
-/// a hot get's samples (perf, 2026-12-01).
+/// start addresses: finding a record's page reads the starts (contiguous
+/// cache lines; see [`PageList::resident`]) instead of loading the `Page`
+/// behind an `Arc` at every step of a search, a dependent load that was
+/// about 7 % of a hot get's samples (perf, 2026-12-01).
 struct PageList {
     /// `starts[i]` is `pages[i].start()`: a log address, in bytes.
     starts: Vec<u64>,
@@ -1003,6 +1003,7 @@ impl PageList {
         debug_assert!(
             page.start().is_multiple_of(PAGE_BYTES as u64)
                 && page.len().is_multiple_of(PAGE_BYTES)
+                && page.len() >= PAGE_BYTES
                 && self.pages.last().is_none_or(|p| p.end() <= page.start()),
             "pages are whole pages, in address order (see `resident`)"
         );
