@@ -85,6 +85,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let hasher = KeyHasher::new(meta.hash_seed);
     let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
     let index = Index::with_capacity(0);
+    index.track_homes(true);
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;
     // Only decoding: the compression setting does not matter.

@@ -288,10 +288,15 @@ struct ShardState {
     /// The same, per segment: for choosing what to compact, and for
     /// dropping a retired segment's entries from a loaded checkpoint.
     live_by_segment: SegmentMap<SegmentLive>,
+    /// Whether to keep `homes` ([`Index::track_homes`]: while a full
+    /// replay fills the index).
+    keep_homes: bool,
     /// The low 32 bits of the hash of each slot's key (its home, see
-    /// [`home`]), kept only while a full replay fills an empty index
-    /// ([`Index::track_homes`]): a growth then rehashes from them instead
-    /// of reading every key back from the log. 4 bytes per slot.
+    /// [`home`]), kept from the first growth after `keep_homes` is set
+    /// (which reads the keys back once, as any growth does): later growths
+    /// rehash from them instead of reading every key back from the log.
+    /// 4 bytes per slot; `None` while not kept, so a presized replay,
+    /// which never grows, allocates none.
     homes: Option<Vec<u32>>,
 }
 
@@ -428,20 +433,20 @@ impl Index {
         }
     }
 
-    /// Starts (`true`) or stops keeping each slot's home in the shards
-    /// that are still empty (see `ShardState::homes`): a full replay into
-    /// a fresh index, whose tables grow from `key_capacity` to the store's
-    /// size, then rehashes them from memory, where each growth otherwise
-    /// re-reads every key of the shard from the segment files (about five
+    /// Starts (`true`) or stops keeping each slot's home (see
+    /// `ShardState::homes`): a full replay, whose tables grow from
+    /// `key_capacity` to the store's size, then rehashes them from memory
+    /// after each shard's first growth, where each growth otherwise reads
+    /// every key of the shard back from the segment files (about four
     /// reads per key replayed, growing by a quarter). Costs 4 bytes per
-    /// slot until stopped.
+    /// slot of a grown shard until stopped.
     pub(crate) fn track_homes(&self, on: bool) {
         for shard in self.shards.iter() {
             let mut state = shard.writer.lock();
-            state.homes = match on && state.used == 0 {
-                true => Some(vec![0; shard.table.load().slots.len()]),
-                false => None,
-            };
+            state.keep_homes = on;
+            if !on {
+                state.homes = None;
+            }
         }
     }
 
@@ -797,7 +802,8 @@ impl ShardWriter<'_> {
     /// most used slots are deleted ones), rehashing every entry from its
     /// record's key: the entries keep only 16 bits of their hash, not the
     /// 32 their home slot comes from. The keys are hashed in one batch
-    /// (see `Log::key_hashes`), under the shard's lock.
+    /// (see `Log::key_hashes`), under the shard's lock; while homes are
+    /// kept and known (`ShardState::homes`), from those instead.
     fn grow(&mut self, mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
@@ -810,13 +816,15 @@ impl ShardWriter<'_> {
         let base = self.base.load();
         let (entries, hashes): (Vec<u64>, Vec<u64>) = match &self.state.homes {
             // Each entry's home bits, kept while a replay fills the index.
-            Some(homes) => old
-                .slots
-                .iter()
-                .zip(homes)
-                .map(|(s, &h)| (s.load(Ordering::Relaxed), u64::from(h)))
-                .filter(|&(e, _)| e != EMPTY && e != DELETED)
-                .unzip(),
+            Some(homes) => {
+                assert_eq!(homes.len(), old.slots.len(), "one home per slot");
+                old.slots
+                    .iter()
+                    .zip(homes)
+                    .map(|(s, &h)| (s.load(Ordering::Relaxed), u64::from(h)))
+                    .filter(|&(e, _)| e != EMPTY && e != DELETED)
+                    .unzip()
+            }
             None => {
                 let entries: Vec<u64> = old
                     .slots
@@ -830,14 +838,7 @@ impl ShardWriter<'_> {
                 (entries, hashes)
             }
         };
-        debug_assert!(
-            self.state
-                .homes
-                .as_ref()
-                .is_none_or(|h| h.len() == old.slots.len()),
-            "one home per slot"
-        );
-        let mut homes = self.state.homes.as_ref().map(|_| vec![0; len]);
+        let mut homes = self.state.keep_homes.then(|| vec![0; len]);
         for (&e, &hash) in entries.iter().zip(&hashes) {
             let mut i = home(hash, len);
             while new.slots[i].load(Ordering::Relaxed) != EMPTY {
@@ -1141,20 +1142,22 @@ mod tests {
         assert!(per_key < 1.5, "{per_key:.2} keys re-read per key inserted");
     }
 
-    /// While homes are tracked (a full replay), growth reads no key back
-    /// and every key, removed ones and overwritten ones included, is found
-    /// where a growth by re-reading would have put it; once tracking stops,
-    /// growth reads keys again.
+    /// While homes are tracked (a full replay), only each shard's first
+    /// growth reads keys back; the later ones (doublings, growths by a
+    /// quarter, rebuilds in place among deleted slots) rehash from the
+    /// homes, and every key, overwritten, removed or inserted into a reused
+    /// slot, is found where it should be. Once tracking stops, growth reads
+    /// keys again.
     #[test]
     fn a_replay_grows_from_tracked_homes_without_reading_keys() {
         let index = Index::with_capacity(16);
         index.track_homes(true);
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
-        // Key i is written at 8i, then overwritten at 8i + OVER.
+        // Key i is written at 8i, and overwritten at 8i + OVER.
         const OVER: u64 = 1 << 40;
         let key_of = |a: u64| (a % OVER) / 8;
         let re_read = std::cell::Cell::new(0u64);
-        let put = |i: u64, addr: u64| {
+        let write = |i: u64, addr: Option<u64>| {
             let h = hash(i);
             let mut w = index.writer(shard_of(h));
             let slot = w
@@ -1167,39 +1170,64 @@ mod tests {
                     }),
                 )
                 .unwrap();
-            if i % 10 == 3 && matches!(slot, Slot::Occupied { .. }) {
-                w.clear(slot);
-            } else {
-                w.set(h, slot, addr);
+            match addr {
+                Some(addr) => w.set(h, slot, addr),
+                None => w.clear(slot),
             }
         };
-        // Keys 1..100,000, then each overwritten, or removed (i % 10 == 3).
-        for i in 1..100_000 {
-            put(i, i * 8);
+        let find = |i: u64| {
+            index
+                .find(hash(i), |a| Ok((key_of(a) == i).then_some(a)))
+                .unwrap()
+        };
+        // Past 4,096 slots per shard, so tables also grow by a quarter.
+        let n = 1_000_000;
+        for i in 1..=n {
+            write(i, Some(i * 8));
         }
-        for i in 1..100_000 {
-            put(i, i * 8 + OVER);
-        }
-        assert_eq!(re_read.get(), 0, "no key read back while homes are tracked");
+        let first_growths = re_read.get();
+        assert!(
+            first_growths <= (SHARDS * MIN_SLOTS) as u64,
+            "{first_growths} keys read back: only by each shard's first growth"
+        );
         let grown = index.table(0).len();
-        assert!(grown > slots_for(16), "the tables grew ({grown} slots)");
-        let find = |i: u64| index.find(hash(i), |a| Ok((key_of(a) == i).then_some(a)));
-        for i in 1..100_000 {
-            let want = (i % 10 != 3).then_some(i * 8 + OVER);
-            assert_eq!(find(i).unwrap(), want, "key {i}");
+        assert!(
+            grown > DOUBLE_BELOW,
+            "the tables grew by a quarter ({grown})"
+        );
+        // Four in five removed, the rest overwritten; then keys inserted
+        // and removed at once until shard 0 rebuilds at its size among the
+        // deleted slots, reusing them.
+        for i in 1..=n {
+            write(i, (i % 5 == 0).then_some(i * 8 + OVER));
+        }
+        let before = (index.table(0).len(), index.table(0).generation());
+        let mut i = n;
+        while index.table(0).generation() == before.1 {
+            i += 1;
+            write(i, Some(i * 8));
+            write(i, None);
+        }
+        assert_eq!(index.table(0).len(), before.0, "rebuilt in place");
+        for j in n + 1..=n + 20_000 {
+            write(i + j, Some((i + j) * 8));
+        }
+        assert_eq!(re_read.get(), first_growths, "no key read back since");
+        for j in 1..=n {
+            assert_eq!(find(j), (j % 5 == 0).then_some(j * 8 + OVER), "key {j}");
+        }
+        for j in n + 1..=n + 20_000 {
+            assert_eq!(find(i + j), Some((i + j) * 8), "key {}", i + j);
         }
         index.track_homes(false);
-        for i in 100_000..300_000 {
-            put(i, i * 8);
+        for j in 1..=n {
+            write(j, Some(j * 8));
         }
-        assert!(re_read.get() > 0, "growth reads keys once tracking stops");
-        for i in (1..300_000).step_by(97) {
-            assert_eq!(
-                find(i).unwrap().is_some(),
-                i >= 100_000 || i % 10 != 3,
-                "key {i}"
-            );
-        }
+        assert!(
+            re_read.get() > first_growths,
+            "growth reads keys once tracking stops"
+        );
+        assert!((1..=n).step_by(997).all(|j| find(j) == Some(j * 8)));
     }
 
     #[test]

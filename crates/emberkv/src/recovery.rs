@@ -458,10 +458,10 @@ fn apply(
 /// Calls `f` with the verified record at `addr`, from the chunk when it
 /// holds it, else copied from its segment into `scratch`: through the
 /// segment's memory map when it has one (a replayed key compared with the
-/// records of its shard, and an index growing during a full replay, which
-/// re-reads every key of the shard: a pread per key made a replay of
-/// 2,000,000 keys into a default-sized index take 9 s instead of 2.4), by
-/// pread otherwise. Every record read here was replayed already, so it
+/// records of its shard, and a shard's first growth during a full replay,
+/// which re-reads every key of the shard; later growths rehash from the
+/// homes the index keeps meanwhile, `Index::track_homes`), by pread
+/// otherwise. Every record read here was replayed already, so it
 /// lies below any cut of a torn tail.
 fn with_chunk_record<T>(
     storage: &Segments,

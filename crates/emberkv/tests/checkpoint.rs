@@ -238,9 +238,10 @@ fn a_torn_tail_at_the_covered_address_is_cut_after_a_full_replay() {
 
 /// A full replay (no checkpoint) into an index presized for 16 keys:
 /// 20,000 keys make every shard grow several times while the log is
-/// replayed, rehashing keys whose records lie in chunks already read
-/// (through the segment maps, or by pread without them), and every key
-/// and value comes back.
+/// replayed (the first growth of each reads keys whose records lie in
+/// chunks already read, through the segment maps or by pread without
+/// them; the later ones rehash from the homes kept meanwhile), and every
+/// key and value comes back.
 #[test]
 fn a_full_replay_that_grows_the_index_finds_every_key() -> TestResult {
     const KEYS: u32 = 20_000;
