@@ -1,8 +1,10 @@
 //! Bitmap commands on string values: SETBIT, GETBIT, BITCOUNT, BITPOS,
-//! BITOP. Bit 0 is the most significant bit of byte 0, as in Redis; a
-//! missing key reads as an empty string, and bits past a value's end as 0.
-//! Ranges follow Redis 7.0's `bitcountCommand` and `bitposCommand`
-//! (`bitops.c`), BYTE and BIT units included.
+//! BITOP, BITFIELD and BITFIELD_RO. Bit 0 is the most significant bit of
+//! byte 0, as in Redis; a missing key reads as an empty string, and bits
+//! past a value's end as 0. Ranges follow Redis 7.0's `bitcountCommand`
+//! and `bitposCommand` (`bitops.c`), BYTE and BIT units included, and
+//! BITFIELD its `bitfieldGeneric` with the overflow rules of
+//! `checkSignedBitfieldOverflow` and `checkUnsignedBitfieldOverflow`.
 
 use super::Ctx;
 use super::string::{check_length, modify};
@@ -254,6 +256,298 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// What a BITFIELD operation does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set,
+    IncrBy,
+}
+
+/// BITFIELD's OVERFLOW behaviour for the SET and INCRBY after it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+/// One parsed BITFIELD operation on an integer of `bits` bits (1 to 64
+/// signed, 1 to 63 unsigned) at bit `offset`.
+#[derive(Clone, Copy)]
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    /// The value of a SET, the increment of an INCRBY.
+    value: i64,
+    overflow: Overflow,
+}
+
+/// A BITFIELD type: `i1`..`i64` or `u1`..`u63`.
+fn field_type(arg: &[u8]) -> CmdResult<(bool, u32)> {
+    let err = || {
+        CmdError::err(
+            "Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.",
+        )
+    };
+    let (signed, max) = match arg.first() {
+        Some(b'i') => (true, 64),
+        Some(b'u') => (false, 63),
+        _ => return Err(err()),
+    };
+    match crate::num::parse_i64(&arg[1..]) {
+        Some(bits) if (1..=max).contains(&bits) => Ok((signed, bits as u32)),
+        _ => Err(err()),
+    }
+}
+
+/// A BITFIELD offset: in bits, or with `#` in units of the type's width
+/// (multiplied as Redis's C does, wrapping), below `proto-max-bulk-len`
+/// bytes' worth of bits.
+fn field_offset(ctx: &Ctx<'_>, arg: &[u8], bits: u32) -> CmdResult<u64> {
+    let Some(units) = arg.strip_prefix(b"#") else {
+        return bit_offset(ctx, arg);
+    };
+    let err = || CmdError::err("bit offset is not an integer or out of range");
+    let offset = crate::num::parse_i64(units)
+        .ok_or_else(err)?
+        .wrapping_mul(i64::from(bits));
+    bit_offset(ctx, itoa::Buffer::new().format(offset).as_bytes())
+}
+
+/// Parses BITFIELD's operations (arguments 2 on), in Redis's order: each
+/// operation's type, offset, then value.
+fn parse_fields(ctx: &Ctx<'_>, args: &Args<'_>) -> CmdResult<Vec<Field>> {
+    let mut fields = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut i = 2;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        let sub = args.get(i);
+        let op = if is(sub, "GET") && left >= 2 {
+            FieldOp::Get
+        } else if is(sub, "SET") && left >= 3 {
+            FieldOp::Set
+        } else if is(sub, "INCRBY") && left >= 3 {
+            FieldOp::IncrBy
+        } else if is(sub, "OVERFLOW") && left >= 1 {
+            let kind = args.get(i + 1);
+            overflow = if is(kind, "WRAP") {
+                Overflow::Wrap
+            } else if is(kind, "SAT") {
+                Overflow::Sat
+            } else if is(kind, "FAIL") {
+                Overflow::Fail
+            } else {
+                return Err(CmdError::err("Invalid OVERFLOW type specified"));
+            };
+            i += 2;
+            continue;
+        } else {
+            return Err(CmdError::Syntax);
+        };
+        let (signed, bits) = field_type(args.get(i + 1))?;
+        let offset = field_offset(ctx, args.get(i + 2), bits)?;
+        let value = match op {
+            FieldOp::Get => 0,
+            _ => int(args.get(i + 3))?,
+        };
+        fields.push(Field {
+            op,
+            signed,
+            bits,
+            offset,
+            value,
+            overflow,
+        });
+        i += if op == FieldOp::Get { 3 } else { 4 };
+    }
+    Ok(fields)
+}
+
+/// The `bits`-bit unsigned integer at bit `offset` of `value`, most
+/// significant bit first (bits past the end read 0).
+fn get_unsigned(value: &[u8], offset: u64, bits: u32) -> u64 {
+    (offset..offset + u64::from(bits)).fold(0, |acc, i| acc << 1 | u64::from(bit_at(value, i)))
+}
+
+/// The same, sign-extended from its top bit.
+fn get_signed(value: &[u8], offset: u64, bits: u32) -> i64 {
+    let raw = get_unsigned(value, offset, bits);
+    match bits < 64 && raw >> (bits - 1) & 1 == 1 {
+        true => (raw | u64::MAX << bits) as i64,
+        false => raw as i64,
+    }
+}
+
+/// Writes the low `bits` bits of `field` at bit `offset` of `value`, which
+/// holds them.
+fn set_bits(value: &mut [u8], offset: u64, bits: u32, field: u64) {
+    for j in 0..u64::from(bits) {
+        let on = field >> (u64::from(bits) - 1 - j) & 1 == 1;
+        let (byte, mask) = (((offset + j) >> 3) as usize, 0x80u8 >> ((offset + j) & 7));
+        if on {
+            value[byte] |= mask;
+        } else {
+            value[byte] &= !mask;
+        }
+    }
+}
+
+/// Redis's `checkUnsignedBitfieldOverflow`: whether `value + incr`
+/// leaves a `bits`-bit unsigned integer, and if so the value that WRAP
+/// or SAT stores.
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, how: Overflow) -> Option<u64> {
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    };
+    let max_incr = max.wrapping_sub(value) as i64;
+    let min_incr = value.wrapping_neg() as i64;
+    let wrapped = || value.wrapping_add(incr as u64) & !(u64::MAX << bits);
+    if value > max || (incr > 0 && incr > max_incr) {
+        Some(if how == Overflow::Sat { max } else { wrapped() })
+    } else if incr < 0 && incr < min_incr {
+        Some(if how == Overflow::Sat { 0 } else { wrapped() })
+    } else {
+        None
+    }
+}
+
+/// Redis's `checkSignedBitfieldOverflow`, as [`unsigned_overflow`].
+fn signed_overflow(value: i64, incr: i64, bits: u32, how: Overflow) -> Option<i64> {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    let wrapped = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        if bits == 64 {
+            c as i64
+        } else if c >> (bits - 1) & 1 == 1 {
+            (c | u64::MAX << bits) as i64
+        } else {
+            (c & !(u64::MAX << bits)) as i64
+        }
+    };
+    if value > max || (bits != 64 && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr)
+    {
+        Some(if how == Overflow::Sat { max } else { wrapped() })
+    } else if value < min
+        || (bits != 64 && incr < min_incr)
+        || (value < 0 && incr < 0 && incr < min_incr)
+    {
+        Some(if how == Overflow::Sat { min } else { wrapped() })
+    } else {
+        None
+    }
+}
+
+/// Runs one SET or INCRBY on `value` (long enough to hold it); its reply:
+/// the old value for SET, the new one for INCRBY, `None` when OVERFLOW
+/// FAIL refused it (nothing written).
+fn write_field(value: &mut [u8], f: &Field) -> Option<i64> {
+    let (old, new, overflowed) = if f.signed {
+        let old = get_signed(value, f.offset, f.bits);
+        let (base, incr) = match f.op {
+            FieldOp::IncrBy => (old, f.value),
+            _ => (f.value, 0),
+        };
+        let limit = signed_overflow(base, incr, f.bits, f.overflow);
+        let new = limit.unwrap_or_else(|| base.wrapping_add(incr));
+        (old, new as u64, limit.is_some())
+    } else {
+        let old = get_unsigned(value, f.offset, f.bits);
+        let (base, incr) = match f.op {
+            FieldOp::IncrBy => (old, f.value),
+            _ => (f.value as u64, 0),
+        };
+        let limit = unsigned_overflow(base, incr, f.bits, f.overflow);
+        let new = limit.unwrap_or_else(|| base.wrapping_add(incr as u64));
+        (old as i64, new, limit.is_some())
+    };
+    if overflowed && f.overflow == Overflow::Fail {
+        return None;
+    }
+    set_bits(value, f.offset, f.bits, new);
+    Some(match f.op {
+        FieldOp::IncrBy if f.signed => new as i64,
+        FieldOp::IncrBy => new as i64,
+        _ => old,
+    })
+}
+
+/// A GET of `f` from `value`.
+fn read_field(value: &[u8], f: &Field) -> i64 {
+    match f.signed {
+        true => get_signed(value, f.offset, f.bits),
+        false => get_unsigned(value, f.offset, f.bits) as i64,
+    }
+}
+
+fn bitfield_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, read_only: bool) -> CmdResult {
+    let fields = parse_fields(ctx, args)?;
+    let key = args.get(1);
+    let replies: Vec<Option<i64>> = if fields.iter().all(|f| f.op == FieldOp::Get) {
+        let found = read_value(ctx, key)?;
+        let value: &[u8] = if found { &ctx.session.scratch } else { b"" };
+        fields.iter().map(|f| Some(read_field(value, f))).collect()
+    } else {
+        if read_only {
+            return Err(CmdError::err(
+                "BITFIELD_RO only supports the GET subcommand",
+            ));
+        }
+        // The value grows to hold the farthest bit written, even when
+        // OVERFLOW FAIL then refuses every write (as in Redis).
+        let last_bit = fields
+            .iter()
+            .filter(|f| f.op != FieldOp::Get)
+            .map(|f| f.offset + u64::from(f.bits) - 1)
+            .max()
+            .unwrap_or(0);
+        let len = (last_bit >> 3) as usize + 1;
+        check_length(ctx, len as u64)?;
+        modify(ctx, key, |old| {
+            let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+            if v.len() < len {
+                v.resize(len, 0);
+            }
+            let replies = fields
+                .iter()
+                .map(|f| match f.op {
+                    FieldOp::Get => Some(read_field(&v, f)),
+                    _ => write_field(&mut v, f),
+                })
+                .collect();
+            Ok((v, replies))
+        })?
+    };
+    ctx.out.array(replies.len());
+    for reply in replies {
+        match reply {
+            Some(n) => ctx.out.int(n),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn bitfield(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    bitfield_generic(ctx, args, false)
+}
+
+pub(super) fn bitfield_ro(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    bitfield_generic(ctx, args, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +570,40 @@ mod tests {
         assert_eq!(find_bit(&v, 24, 47, false), Some(43));
         assert_eq!(find_bit(&v, 24, 42, false), None);
         assert_eq!(find_bit(&v, 0, 17, true), None);
+    }
+
+    #[test]
+    fn bitfield_overflow_wraps_saturates_or_fails() {
+        use Overflow::{Sat, Wrap};
+        assert_eq!(unsigned_overflow(2, 1, 2, Wrap), None);
+        assert_eq!(unsigned_overflow(3, 1, 2, Wrap), Some(0));
+        assert_eq!(unsigned_overflow(3, 1, 2, Sat), Some(3));
+        assert_eq!(unsigned_overflow(0, -1, 2, Wrap), Some(3));
+        assert_eq!(unsigned_overflow(0, -1, 2, Sat), Some(0));
+        assert_eq!(unsigned_overflow(5, -5, 8, Sat), None);
+        // SET of -1 into a u8: the value, read unsigned, is past the top.
+        assert_eq!(unsigned_overflow(u64::MAX, 0, 8, Sat), Some(255));
+        assert_eq!(unsigned_overflow(u64::MAX, 0, 8, Wrap), Some(255));
+        assert_eq!(signed_overflow(100, 27, 8, Wrap), None);
+        assert_eq!(signed_overflow(100, 28, 8, Wrap), Some(-128));
+        assert_eq!(signed_overflow(100, 28, 8, Sat), Some(127));
+        assert_eq!(signed_overflow(-100, -28, 8, Sat), None);
+        assert_eq!(signed_overflow(-100, -29, 8, Wrap), Some(127));
+        assert_eq!(signed_overflow(-100, -29, 8, Sat), Some(-128));
+        assert_eq!(signed_overflow(i64::MAX, 1, 64, Wrap), Some(i64::MIN));
+        assert_eq!(signed_overflow(i64::MIN, -1, 64, Sat), Some(i64::MIN));
+        assert_eq!(signed_overflow(200, 0, 8, Sat), Some(127));
+    }
+
+    #[test]
+    fn bitfields_read_and_write_most_significant_bit_first() {
+        let mut v = vec![0u8; 3];
+        set_bits(&mut v, 4, 8, 0xAB);
+        assert_eq!(v, [0x0A, 0xB0, 0]);
+        assert_eq!(get_unsigned(&v, 4, 8), 0xAB);
+        assert_eq!(get_signed(&v, 4, 8), 0xABu8 as i8 as i64);
+        assert_eq!(get_signed(&v, 4, 4), -6);
+        assert_eq!(get_unsigned(&v, 20, 16), 0, "bits past the end read 0");
     }
 
     #[test]

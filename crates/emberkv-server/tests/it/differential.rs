@@ -616,6 +616,84 @@ BITOP XOR wx wd wd wd
 GET wx
 BITOP NOT wn nokey
 EXISTS wn
+FLUSHALL
+BITFIELD
+BITFIELD bf
+BITFIELD bf GET
+BITFIELD bf GET u8
+BITFIELD bf GET u8 0
+BITFIELD bf SET u8 0 255
+GET bf
+BITFIELD bf GET u8 0 GET i8 0 GET u4 4 GET i4 4 GET u1 7 GET i1 7
+BITFIELD bf GET u64 0
+BITFIELD bf GET i64 0
+BITFIELD bf GET u63 0
+BITFIELD bf GET i65 0
+BITFIELD bf GET u0 0
+BITFIELD bf GET x8 0
+BITFIELD bf GET i08 0
+BITFIELD bf GET i8 -1
+BITFIELD bf GET i8 #1
+BITFIELD bf GET i8 #-1
+BITFIELD bf GET i8 #x
+BITFIELD bf GET i8 4294967296
+BITFIELD bf GET i8 4294967288
+BITFIELD bf SET i8 #2 -5
+BITFIELD bf GET i8 16 GET u8 16
+BITFIELD bf INCRBY u2 100 1
+BITFIELD bf INCRBY u2 100 1 INCRBY u2 100 1 INCRBY u2 100 1 INCRBY u2 100 1
+BITFIELD bf OVERFLOW SAT INCRBY u2 100 1 INCRBY u2 100 1 INCRBY u2 100 1
+BITFIELD bf OVERFLOW FAIL INCRBY u2 100 1
+BITFIELD bf OVERFLOW FAIL INCRBY u2 100 -1 INCRBY u2 100 -5
+BITFIELD bf OVERFLOW SAT INCRBY u2 100 -10
+BITFIELD bf OVERFLOW WRAP INCRBY u2 100 -10
+BITFIELD bf OVERFLOW SAT INCRBY i8 0 -200
+BITFIELD bf OVERFLOW SAT INCRBY i8 0 200
+BITFIELD bf OVERFLOW WRAP INCRBY i8 0 200
+BITFIELD bf OVERFLOW FAIL INCRBY i8 0 200
+BITFIELD bf OVERFLOW FAIL SET i8 0 200
+BITFIELD bf OVERFLOW SAT SET i8 0 200
+BITFIELD bf OVERFLOW SAT SET u8 0 -1
+BITFIELD bf OVERFLOW WRAP SET u8 0 -1
+BITFIELD bf OVERFLOW WRAP SET u8 0 300
+BITFIELD bf SET i64 0 -9223372036854775808
+BITFIELD bf INCRBY i64 0 -1
+BITFIELD bf OVERFLOW SAT INCRBY i64 0 -1
+BITFIELD bf OVERFLOW FAIL INCRBY i64 0 -1
+BITFIELD bf SET i64 0 9223372036854775807
+BITFIELD bf INCRBY i64 0 1
+BITFIELD bf OVERFLOW SAT INCRBY i64 0 9223372036854775807
+BITFIELD bf SET u63 0 9223372036854775807
+BITFIELD bf INCRBY u63 0 1
+BITFIELD bf OVERFLOW SAT INCRBY u63 0 -9223372036854775808
+BITFIELD bf OVERFLOW FOO INCRBY u63 0 1
+BITFIELD bf OVERFLOW
+BITFIELD bf FOO
+BITFIELD bf SET u8 0
+BITFIELD bf SET u8 0 abc
+BITFIELD bf INCRBY u8 0 9223372036854775808
+BITFIELD newkey OVERFLOW FAIL INCRBY u2 100 100
+EXISTS newkey
+STRLEN newkey
+BITFIELD newkey2 GET u8 0
+EXISTS newkey2
+BITFIELD bf GET u8 0 SET u8 0 1 GET u8 0 INCRBY u8 0 5 GET u8 0
+BITFIELD_RO bf GET u8 0 GET i4 2
+BITFIELD_RO bf SET u8 0 1
+BITFIELD_RO bf GET u8 0 INCRBY u8 0 1
+BITFIELD_RO bf
+BITFIELD_RO nokey GET u8 0
+BITFIELD_RO bf GET u8 0 FOO
+BITFIELD bf SET u8 #1000 1
+STRLEN bf
+BITFIELD bf INCRBY i5 3 -17 INCRBY i5 3 -17 OVERFLOW SAT INCRBY i5 3 -17 OVERFLOW WRAP INCRBY i5 3 33
+BITFIELD edge OVERFLOW FAIL SET i8 0 -100 INCRBY i8 0 -28 INCRBY i8 0 -1 SET i8 0 100 INCRBY i8 0 27 INCRBY i8 0 1
+BITFIELD edge OVERFLOW FAIL SET u8 8 5 INCRBY u8 8 -5 INCRBY u8 8 -1 SET u8 8 250 INCRBY u8 8 5 INCRBY u8 8 1
+BITFIELD edge OVERFLOW SAT SET i4 16 -8 INCRBY i4 16 -1 SET u4 20 15 INCRBY u4 20 1 INCRBY u4 20 -16
+SET s hello
+BITFIELD s GET u8 0 GET i16 3 GET u33 7
+BITFIELD s SET u3 5 7 INCRBY i7 9 -100
+GET s
 "#;
 
 #[test]
@@ -711,6 +789,43 @@ impl Rng {
             .collect()
     }
 
+    /// Zero to three BITFIELD operations, with OVERFLOW changes between
+    /// them; some malformed when `sloppy`.
+    fn bitfield_ops(&mut self, args: &mut Vec<Vec<u8>>, sloppy: bool) {
+        for _ in 0..self.below(4) {
+            let op = match sloppy {
+                true => self.pick(&["GET", "GET", "SET", "INCRBY", "OVERFLOW", "BOGUS"]),
+                false => self.pick(&["GET", "SET", "INCRBY", "INCRBY", "OVERFLOW"]),
+            };
+            args.push(op.as_bytes().to_vec());
+            if op == "OVERFLOW" {
+                let how = match sloppy {
+                    true => self.pick(&["WRAP", "SAT", "FAIL", "fail", "NOPE"]),
+                    false => self.pick(&["WRAP", "SAT", "FAIL"]),
+                };
+                args.push(how.as_bytes().to_vec());
+                continue;
+            }
+            let (sign, bits) = match sloppy {
+                true => (self.pick(&["i", "u", "i", "u", "x"]), self.below(66)),
+                false => (self.pick(&["i", "u"]), 1 + self.below(63)),
+            };
+            args.push(format!("{sign}{bits}").into_bytes());
+            let offset = self.below(60);
+            args.push(match self.below(4) {
+                0 => format!("#{}", offset / 8).into_bytes(),
+                _ => format!("{offset}").into_bytes(),
+            });
+            if op != "GET" {
+                let value = match self.below(3) {
+                    0 => self.number(),
+                    _ => format!("{}", self.below(600) as i64 - 300).into_bytes(),
+                };
+                args.push(value);
+            }
+        }
+    }
+
     /// A bit offset: mostly within a few bytes, sometimes invalid.
     fn bit_offset(&mut self) -> Vec<u8> {
         match self.below(8) {
@@ -764,6 +879,8 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
         "RENAMENX",
         "COPY",
         "TOUCH",
+        "BITFIELD",
+        "BITFIELD_RO",
     ]);
     let mut args = vec![name.as_bytes().to_vec()];
     match name {
@@ -821,6 +938,10 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
             for _ in 0..=rng.below(3) {
                 args.push(rng.key());
             }
+        }
+        "BITFIELD" | "BITFIELD_RO" => {
+            args.push(rng.key());
+            rng.bitfield_ops(&mut args, true);
         }
         "RENAME" | "RENAMENX" => args.extend([rng.key(), rng.key()]),
         "COPY" => {
@@ -895,6 +1016,27 @@ fn random_incrbyfloat_answers_as_redis_server_does() {
         }
         pair.send(&[b"INCRBYFLOAT".to_vec(), key.clone(), rng.number()]);
         pair.send(&[b"GET".to_vec(), key]);
+    }
+    pair.check();
+}
+
+#[test]
+fn random_bitfield_answers_as_redis_server_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let ember = Server::start(&[]);
+    let mut pair = Pair::new(&redis, &ember);
+    let mut rng = Rng(0x0000_B17F_1E1D_u64.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    for _ in 0..3_000 {
+        let key = rng.key();
+        let mut args = vec![b"BITFIELD".to_vec(), key.clone()];
+        rng.bitfield_ops(&mut args, false);
+        pair.send(&args);
+        if rng.below(8) == 0 {
+            pair.send(&[b"GET".to_vec(), key]);
+        }
     }
     pair.check();
 }
