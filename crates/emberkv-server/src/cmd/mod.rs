@@ -22,6 +22,7 @@ mod client;
 mod command;
 mod conn;
 mod keys;
+mod lcs;
 pub mod multi;
 mod string;
 
@@ -550,6 +551,16 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "Returns the Unix timestamp of the last successful save to disk.",
         admin::lastsave,
+    ),
+    spec(
+        "lcs",
+        -3,
+        READONLY,
+        (1, 2, 1),
+        "string",
+        "7.0.0",
+        "Finds the longest common substring.",
+        lcs::lcs,
     ),
     spec(
         "mget",

@@ -694,6 +694,36 @@ SET s hello
 BITFIELD s GET u8 0 GET i16 3 GET u33 7
 BITFIELD s SET u3 5 7 INCRBY i7 9 -100
 GET s
+~ HELLO 2
+FLUSHALL
+LCS
+LCS a
+LCS a b
+SET key1 ohmytext
+SET key2 mynewtext
+LCS key1 key2
+LCS key1 key2 LEN
+LCS key1 key2 IDX
+LCS key1 key2 IDX MINMATCHLEN 4 WITHMATCHLEN
+LCS key1 key2 IDX WITHMATCHLEN
+LCS key1 key2 IDX MINMATCHLEN -5
+LCS key1 key2 IDX MINMATCHLEN x
+LCS key1 key2 IDX MINMATCHLEN
+LCS key1 key2 LEN IDX
+LCS key1 key2 FOO
+LCS key1 nokey
+LCS nokey nokey2 IDX
+LCS key1 key1 IDX WITHMATCHLEN
+SET x aaaaabbbbbaaaa
+SET y abababababab
+LCS x y IDX WITHMATCHLEN
+LCS y x IDX WITHMATCHLEN
+LCS x y
+SET p ""
+LCS p x IDX
+~ HELLO 3
+LCS key1 key2 IDX WITHMATCHLEN
+LCS key1 key2
 "#;
 
 #[test]
@@ -881,6 +911,7 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
         "TOUCH",
         "BITFIELD",
         "BITFIELD_RO",
+        "LCS",
     ]);
     let mut args = vec![name.as_bytes().to_vec()];
     match name {
@@ -942,6 +973,16 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
         "BITFIELD" | "BITFIELD_RO" => {
             args.push(rng.key());
             rng.bitfield_ops(&mut args, true);
+        }
+        "LCS" => {
+            args.extend([rng.key(), rng.key()]);
+            for _ in 0..rng.below(3) {
+                let opt = rng.pick(&["IDX", "LEN", "WITHMATCHLEN", "MINMATCHLEN"]);
+                args.push(opt.as_bytes().to_vec());
+                if opt == "MINMATCHLEN" {
+                    args.push(format!("{}", rng.below(5) as i64 - 1).into_bytes());
+                }
+            }
         }
         "RENAME" | "RENAMENX" => args.extend([rng.key(), rng.key()]),
         "COPY" => {
