@@ -15,15 +15,24 @@ use crate::store::Write;
 /// A bit offset as SETBIT and GETBIT take it: a canonical integer from 0
 /// to below `proto-max-bulk-len` bytes' worth of bits.
 fn bit_offset(ctx: &Ctx<'_>, arg: &[u8]) -> CmdResult<u64> {
+    let offset = crate::num::parse_i64(arg).ok_or_else(offset_error)?;
+    checked_offset(ctx, offset)
+}
+
+fn offset_error() -> CmdError {
+    CmdError::err("bit offset is not an integer or out of range")
+}
+
+/// `offset` if it is a bit offset Redis takes: from 0 to below
+/// `proto-max-bulk-len` bytes' worth of bits.
+fn checked_offset(ctx: &Ctx<'_>, offset: i64) -> CmdResult<u64> {
     let max_bytes = ctx
         .shared
         .live
         .max_bulk
         .load(std::sync::atomic::Ordering::Relaxed);
-    let err = || CmdError::err("bit offset is not an integer or out of range");
-    let offset = crate::num::parse_i64(arg).ok_or_else(err)?;
     if offset < 0 || (offset as u64 >> 3) >= max_bytes {
-        return Err(err());
+        return Err(offset_error());
     }
     Ok(offset as u64)
 }
@@ -310,11 +319,8 @@ fn field_offset(ctx: &Ctx<'_>, arg: &[u8], bits: u32) -> CmdResult<u64> {
     let Some(units) = arg.strip_prefix(b"#") else {
         return bit_offset(ctx, arg);
     };
-    let err = || CmdError::err("bit offset is not an integer or out of range");
-    let offset = crate::num::parse_i64(units)
-        .ok_or_else(err)?
-        .wrapping_mul(i64::from(bits));
-    bit_offset(ctx, itoa::Buffer::new().format(offset).as_bytes())
+    let units = crate::num::parse_i64(units).ok_or_else(offset_error)?;
+    checked_offset(ctx, units.wrapping_mul(i64::from(bits)))
 }
 
 /// Parses BITFIELD's operations (arguments 2 on), in Redis's order: each
@@ -478,7 +484,6 @@ fn write_field(value: &mut [u8], f: &Field) -> Option<i64> {
     }
     set_bits(value, f.offset, f.bits, new);
     Some(match f.op {
-        FieldOp::IncrBy if f.signed => new as i64,
         FieldOp::IncrBy => new as i64,
         _ => old,
     })
@@ -513,8 +518,15 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, read_only: bool) -> CmdR
             .map(|f| f.offset + u64::from(f.bits) - 1)
             .max()
             .unwrap_or(0);
+        // Redis checks the offsets only (a field may end a few bytes past
+        // proto-max-bulk-len); the engine's value limit still applies.
         let len = (last_bit >> 3) as usize + 1;
-        check_length(ctx, len as u64)?;
+        if len > emberkv::MAX_VALUE_BYTES {
+            return Err(CmdError::Store(emberkv::Error::ValueTooLarge {
+                len,
+                max: emberkv::MAX_VALUE_BYTES,
+            }));
+        }
         modify(ctx, key, |old| {
             let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
             if v.len() < len {

@@ -76,9 +76,9 @@ impl Drop for RedisServer {
 }
 
 /// Whether redis-server 7.0, the version these replies follow, is
-/// installed. Another version is skipped with a message, not compared:
-/// later ones changed some replies (7.2 checks BITCOUNT's arguments before
-/// it looks the key up).
+/// installed. Another version is skipped with a message, not compared
+/// (later ones changed some replies: 7.2 checks BITCOUNT's arguments
+/// before it looks the key up), except under `CI=true`, where it fails.
 fn have_redis_server() -> bool {
     if !require("redis-server", runs("redis-server", &["--version"])) {
         return false;
@@ -87,6 +87,11 @@ fn have_redis_server() -> bool {
     let version = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     let version = version.unwrap_or_default();
     if !version.contains("v=7.0.") {
+        // Under CI a skip would hide that nothing was compared.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the replies follow redis-server 7.0; CI has {version}"
+        );
         eprintln!("SKIPPED: the replies follow redis-server 7.0; found {version}");
         return false;
     }
@@ -838,7 +843,10 @@ impl Rng {
             }
             let (sign, bits) = match sloppy {
                 true => (self.pick(&["i", "u", "i", "u", "x"]), self.below(66)),
-                false => (self.pick(&["i", "u"]), 1 + self.below(63)),
+                false => match self.pick(&["i", "u"]) {
+                    "i" => ("i", 1 + self.below(64)),
+                    u => (u, 1 + self.below(63)),
+                },
             };
             args.push(format!("{sign}{bits}").into_bytes());
             let offset = self.below(60);
@@ -848,7 +856,11 @@ impl Rng {
             });
             if op != "GET" {
                 let value = match self.below(3) {
-                    0 => self.number(),
+                    0 if sloppy => self.number(),
+                    0 => self
+                        .pick(&["9223372036854775807", "-9223372036854775808", "-1", "0"])
+                        .as_bytes()
+                        .to_vec(),
                     _ => format!("{}", self.below(600) as i64 - 300).into_bytes(),
                 };
                 args.push(value);
@@ -1070,7 +1082,11 @@ fn random_bitfield_answers_as_redis_server_does() {
     let ember = Server::start(&[]);
     let mut pair = Pair::new(&redis, &ember);
     let mut rng = Rng(0x0000_B17F_1E1D_u64.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    for _ in 0..3_000 {
+    for n in 0..3_000 {
+        if n == 1_500 {
+            // The second half in RESP3 (a FAIL's null is `_` there).
+            pair.send_uncompared(&words("HELLO 3"));
+        }
         let key = rng.key();
         let mut args = vec![b"BITFIELD".to_vec(), key.clone()];
         rng.bitfield_ops(&mut args, false);
