@@ -21,7 +21,9 @@
 //!   [`kv`]: the keyspace as a command sees it, directly or under an
 //!   EXEC's overlay; [`clients`]: the client registry.
 //! - [`config`]: flags, config files and CONFIG GET/SET; [`log`]: a
-//!   redis-style logger; [`glob`]: KEYS / SCAN MATCH patterns.
+//!   redis-style logger; [`glob`]: KEYS / SCAN MATCH patterns; [`num`]:
+//!   Redis's integer parsing; [`long_double`]: INCRBYFLOAT's x87 `long
+//!   double` arithmetic.
 //!
 //! # Durability
 //! `--appendfsync always`: no reply acknowledging a write leaves before an

@@ -1,7 +1,7 @@
 //! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
 //!
 //! After MULTI, [`super::dispatch`] checks each command as usual (name,
-//! arity, authentication) and [`queue`]s it instead of running it; a
+//! arity, authentication) and queues it (`queue`) instead of running it; a
 //! command refused then marks the transaction failed, and its EXEC replies
 //! EXECABORT. EXEC runs the queued commands as one exclusive section of
 //! the store ([`crate::store::Store::exclusive`]): it locks the stripes of
