@@ -440,13 +440,19 @@ impl Index {
     /// every key of the shard back from the segment files (about four
     /// reads per key replayed, growing by a quarter). Costs 4 bytes per
     /// slot of a grown shard until stopped.
+    ///
+    /// While homes are kept a growth doubles the table (it then costs a
+    /// copy of every entry but no key read), and stopping rebuilds, from
+    /// the homes, each table more than a quarter larger than 4/5 full for
+    /// its keys at that size, before dropping them (docs/PERFORMANCE.md).
     pub(crate) fn track_homes(&self, on: bool) {
-        for shard in self.shards.iter() {
-            let mut state = shard.writer.lock();
-            state.keep_homes = on;
+        for number in 0..SHARDS {
+            let mut writer = self.writer(number);
             if !on {
-                state.homes = None;
+                writer.right_size_from_homes();
+                writer.state.homes = None;
             }
+            writer.state.keep_homes = on;
         }
     }
 
@@ -804,14 +810,45 @@ impl ShardWriter<'_> {
     /// 32 their home slot comes from. The keys are hashed in one batch
     /// (see `Log::key_hashes`), under the shard's lock; while homes are
     /// kept and known (`ShardState::homes`), from those instead.
-    fn grow(&mut self, mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>) -> Result<()> {
+    fn grow(&mut self, key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
         let len = if live * 2 < max_used(old.slots.len()) {
             old.slots.len()
+        } else if self.state.keep_homes {
+            table_len(old.slots.len() * 2)
         } else {
             grown_len(old.slots.len())
         };
+        self.rebuild(len, key_hashes)
+    }
+
+    /// Rebuilds a table that a replay grew by doubling at 4/5 full for its
+    /// keys (the size a presized index has), from the homes kept, when it
+    /// is more than a quarter larger than that.
+    fn right_size_from_homes(&mut self) {
+        if self.state.homes.is_none() {
+            return;
+        }
+        let live = self.shard.live.load(Ordering::Relaxed);
+        let fit = table_len((live * 5).div_ceil(4));
+        if self.table.slots.len() > fit + fit / 4 {
+            self.rebuild(fit, |_: &[u64], _: &mut [u64]| {
+                unreachable!("homes are kept: no key is read")
+            })
+            .expect("a rebuild from homes reads nothing");
+        }
+    }
+
+    /// Builds the table anew at `len` slots (at least the live entries
+    /// over 7/8) and swaps it in; see [`ShardWriter::grow`].
+    fn rebuild(
+        &mut self,
+        len: usize,
+        mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
+    ) -> Result<()> {
+        let live = self.shard.live.load(Ordering::Relaxed);
+        let old = &self.table;
         let new = Table::new(len, old.generation.wrapping_add(1));
         let base = self.base.load();
         let (entries, hashes): (Vec<u64>, Vec<u64>) = match &self.state.homes {
@@ -1143,11 +1180,11 @@ mod tests {
     }
 
     /// While homes are tracked (a full replay), only each shard's first
-    /// growth reads keys back; the later ones (doublings, growths by a
-    /// quarter, rebuilds in place among deleted slots) rehash from the
-    /// homes, and every key, overwritten, removed or inserted into a reused
-    /// slot, is found where it should be. Once tracking stops, growth reads
-    /// keys again.
+    /// growth reads keys back; the later ones (doublings, rebuilds in
+    /// place among deleted slots) rehash from the homes, and every key,
+    /// overwritten, removed or inserted into a reused slot, is found where
+    /// it should be. Stopping right-sizes the doubled tables from the homes;
+    /// after it, growth reads keys again.
     #[test]
     fn a_replay_grows_from_tracked_homes_without_reading_keys() {
         let index = Index::with_capacity(16);
@@ -1180,7 +1217,7 @@ mod tests {
                 .find(hash(i), |a| Ok((key_of(a) == i).then_some(a)))
                 .unwrap()
         };
-        // Past 4,096 slots per shard, so tables also grow by a quarter.
+        // Past 4,096 slots per shard, where growth would go by a quarter.
         let n = 1_000_000;
         for i in 1..=n {
             write(i, Some(i * 8));
@@ -1220,6 +1257,18 @@ mod tests {
             assert_eq!(find(i + j), Some((i + j) * 8), "key {}", i + j);
         }
         index.track_homes(false);
+        // Tables doubled while homes were kept; stopping right-sized them.
+        for shard in index.shards.iter() {
+            let fit = table_len((shard.live.load(Ordering::Relaxed) * 5).div_ceil(4));
+            assert!(
+                shard.table.load().slots.len() <= fit + fit / 4,
+                "right-sized"
+            );
+        }
+        assert_eq!(re_read.get(), first_growths, "right-sizing reads no key");
+        for j in (1..=n).step_by(7) {
+            assert_eq!(find(j), (j % 5 == 0).then_some(j * 8 + OVER), "key {j}");
+        }
         for j in 1..=n {
             write(j, Some(j * 8));
         }
