@@ -397,6 +397,9 @@ pub(crate) struct Totals {
 pub(crate) struct Index {
     shards: Box<[Shard]>,
     base: Base,
+    /// Slots per shard the index was presized with (`key_capacity`); a
+    /// replay's right-sizing never goes below it.
+    presized: usize,
 }
 
 /// Where a key sits (or would sit) in its shard's table.
@@ -430,6 +433,7 @@ impl Index {
                 })
                 .collect(),
             base: Base(AtomicU64::new(0)),
+            presized: slots,
         }
     }
 
@@ -442,17 +446,21 @@ impl Index {
     /// slot of a grown shard until stopped.
     ///
     /// While homes are kept a growth doubles the table (it then costs a
-    /// copy of every entry but no key read), and stopping rebuilds, from
-    /// the homes, each table more than a quarter larger than 4/5 full for
-    /// its keys at that size, before dropping them (docs/PERFORMANCE.md).
+    /// copy of every entry but no key read: about twice the index's memory
+    /// plus 4 bytes per slot until the replay ends), and stopping rebuilds
+    /// from the homes each table more than an eighth larger than 4/5 full
+    /// for its keys at that size (see
+    /// `ShardWriter::right_size_from_homes`), before dropping them
+    /// (docs/PERFORMANCE.md).
     pub(crate) fn track_homes(&self, on: bool) {
         for number in 0..SHARDS {
             let mut writer = self.writer(number);
+            writer.state.keep_homes = on;
             if !on {
-                writer.right_size_from_homes();
+                // Reads the homes kept so far; keeps none for the new table.
+                writer.right_size_from_homes(self.presized);
                 writer.state.homes = None;
             }
-            writer.state.keep_homes = on;
         }
     }
 
@@ -564,6 +572,7 @@ impl Index {
         Ok(Index {
             shards,
             base: Base(AtomicU64::new(covered)),
+            presized: MIN_SLOTS,
         })
     }
 
@@ -824,15 +833,20 @@ impl ShardWriter<'_> {
     }
 
     /// Rebuilds a table that a replay grew by doubling at 4/5 full for its
-    /// keys (the size a presized index has), from the homes kept, when it
-    /// is more than a quarter larger than that.
-    fn right_size_from_homes(&mut self) {
+    /// keys (the size a presized index has, 10 bytes per key), from the
+    /// homes kept, when it is more than an eighth larger than that (so at
+    /// most 11.25 bytes per key are left). Never below `presized` slots
+    /// (the index's `key_capacity`) nor below [`DOUBLE_BELOW`], up to which
+    /// growth doubles tables anyway.
+    fn right_size_from_homes(&mut self, presized: usize) {
         if self.state.homes.is_none() {
             return;
         }
         let live = self.shard.live.load(Ordering::Relaxed);
-        let fit = table_len((live * 5).div_ceil(4));
-        if self.table.slots.len() > fit + fit / 4 {
+        let fit = table_len((live * 5).div_ceil(4))
+            .max(presized)
+            .max(DOUBLE_BELOW);
+        if self.table.slots.len() > fit + fit / 8 {
             self.rebuild(fit, |_: &[u64], _: &mut [u64]| {
                 unreachable!("homes are kept: no key is read")
             })
@@ -1229,8 +1243,8 @@ mod tests {
         );
         let grown = index.table(0).len();
         assert!(
-            grown > DOUBLE_BELOW,
-            "the tables grew by a quarter ({grown})"
+            grown >= 2 * DOUBLE_BELOW && grown.is_power_of_two(),
+            "the tables doubled from 16 slots past 4,096 ({grown} slots)"
         );
         // Four in five removed, the rest overwritten; then keys inserted
         // and removed at once until shard 0 rebuilds at its size among the
@@ -1257,11 +1271,13 @@ mod tests {
             assert_eq!(find(i + j), Some((i + j) * 8), "key {}", i + j);
         }
         index.track_homes(false);
-        // Tables doubled while homes were kept; stopping right-sized them.
+        // Tables doubled while homes were kept; stopping right-sized them
+        // (to 4/5 full, or DOUBLE_BELOW for a table that small).
         for shard in index.shards.iter() {
             let fit = table_len((shard.live.load(Ordering::Relaxed) * 5).div_ceil(4));
+            let fit = fit.max(DOUBLE_BELOW);
             assert!(
-                shard.table.load().slots.len() <= fit + fit / 4,
+                shard.table.load().slots.len() <= fit + fit / 8,
                 "right-sized"
             );
         }
