@@ -497,7 +497,7 @@ impl Config {
     /// # Errors
     /// For an unknown directive or a bad value.
     pub fn apply(&mut self, name: &str, args: &[String]) -> Result<(), String> {
-        let p = param(name).ok_or_else(|| format!("unknown option '{name}'"))?;
+        let p = param(name).ok_or_else(|| format!("{name}: unknown option"))?;
         p.set(self, args).map_err(|e| format!("{}: {e}", p.name))
     }
 
@@ -719,7 +719,7 @@ mod tests {
     #[test]
     fn bad_flags_and_values_are_one_line_errors() {
         for (args, want) in [
-            (vec!["--nope", "1"], "--unknown option 'nope'"),
+            (vec!["--nope", "1"], "--nope: unknown option"),
             (vec!["--port", "x"], "--port: 'x': expected a port number"),
             (vec!["--port", "70000"], "--port: '70000'"),
             (
@@ -775,7 +775,7 @@ mod tests {
 
         std::fs::write(&file, "port 1\nbogus 2\n").unwrap();
         let e = parse(&[file.to_str().unwrap()]).unwrap_err().to_string();
-        assert!(e.ends_with(":2: unknown option 'bogus'"), "{e}");
+        assert!(e.ends_with(":2: bogus: unknown option"), "{e}");
         let e = parse(&["/nonexistent/x.conf"]).unwrap_err().to_string();
         assert!(e.starts_with("cannot read config file"), "{e}");
     }

@@ -36,12 +36,35 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-/// Parses an unsigned 64-bit integer made of digits only (a SCAN cursor).
+/// Parses an unsigned 64-bit integer made of digits only (the digits of a
+/// SCAN cursor, see [`parse_cursor`]).
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.iter().all(u8::is_ascii_digit) {
         return None;
     }
     std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// Parses a SCAN cursor as Redis 7.0 does (`strtoul`, base 10, no leading
+/// space, the whole argument): digits with an optional sign, where `-n`
+/// wraps to 2^64 - n as C's conversion does and the empty string is 0;
+/// `None` past u64::MAX or for anything else.
+pub fn parse_cursor(s: &[u8]) -> Option<u64> {
+    let (negative, digits) = match s {
+        [] => return Some(0),
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, s),
+    };
+    // Leading zeros may make a valid number longer than u64::MAX's 20
+    // digits.
+    let digits = match digits.iter().position(|&b| b != b'0') {
+        Some(first) => &digits[first..],
+        None if digits.is_empty() => return None,
+        None => &digits[digits.len() - 1..],
+    };
+    let n = parse_u64(digits)?;
+    Some(if negative { n.wrapping_neg() } else { n })
 }
 
 #[cfg(test)]
@@ -69,6 +92,29 @@ mod tests {
             ("12345678901234567890", None),
         ] {
             assert_eq!(parse_i64(s.as_bytes()), v, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn scan_cursors_follow_strtoul() {
+        for (s, v) in [
+            ("0", Some(0)),
+            ("", Some(0)),
+            ("+5", Some(5)),
+            ("-0", Some(0)),
+            ("-1", Some(u64::MAX)),
+            ("007", Some(7)),
+            ("00000000000000000000000000001", Some(1)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("-18446744073709551615", Some(1)),
+            ("18446744073709551616", None),
+            ("-", None),
+            ("+", None),
+            (" 1", None),
+            ("1 ", None),
+            ("0x10", None),
+        ] {
+            assert_eq!(parse_cursor(s.as_bytes()), v, "{s:?}");
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::num::parse_u64;
+use crate::num::parse_cursor;
 use crate::parse::{Args, int, is, text};
 use crate::store::{Write, now_ms};
 
@@ -298,7 +298,7 @@ pub(super) fn keys(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 const SCAN_SLOT_BUDGET: usize = 1 << 18;
 
 pub(super) fn scan(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let cursor = parse_u64(args.get(1)).ok_or(CmdError::InvalidCursor)?;
+    let cursor = parse_cursor(args.get(1)).ok_or(CmdError::InvalidCursor)?;
     let mut count = 10;
     let mut pattern: Option<&[u8]> = None;
     let mut strings = true;

@@ -371,7 +371,10 @@ fn scan_walks_every_key_once_at_least() {
     let reply = as_array(&r.q("SCAN 0 COUNT 1000 TYPE hash"));
     assert!(as_array(&reply[1]).is_empty(), "no key is a hash");
     assert_eq!(r.q("SCAN x"), error("ERR invalid cursor"));
-    assert_eq!(r.q("SCAN -1"), error("ERR invalid cursor"));
+    assert_eq!(
+        r.q("SCAN 18446744073709551616"),
+        error("ERR invalid cursor")
+    );
     assert_eq!(r.q("SCAN 0 COUNT 0"), error("ERR syntax error"));
     assert_eq!(
         r.q("SCAN 0 COUNT x"),
