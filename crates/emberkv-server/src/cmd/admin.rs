@@ -81,8 +81,8 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         return Err(CmdError::err("No shutdown in progress."));
     }
     // NOSAVE does not skip the final flush: the store is always closed
-    // cleanly, so nothing acknowledged is lost.
-    crate::notice!("User requested shutdown...");
+    // cleanly, so nothing acknowledged is lost. (The server logs the
+    // request when it acts on it.)
     ctx.session.shutdown = true;
     Ok(())
 }
