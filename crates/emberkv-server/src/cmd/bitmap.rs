@@ -74,10 +74,7 @@ pub(super) fn setbit(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 pub(super) fn getbit(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let offset = bit_offset(ctx, args.get(2))?;
-    let key = args.get(1);
-    let kv = ctx.kv();
-    let scratch = &mut ctx.session.scratch;
-    let found = kv.read(key, || kv.get_into(key, scratch))?;
+    let found = read_value(ctx, args.get(1))?;
     ctx.out
         .int(i64::from(found && bit_at(&ctx.session.scratch, offset)));
     Ok(())

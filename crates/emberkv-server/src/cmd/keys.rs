@@ -211,55 +211,44 @@ pub(super) fn pexpireat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     expire_generic(ctx, args, false, false, "pexpireat")
 }
 
-/// TTL and PTTL: -2 absent, -1 no expiry, else the time left (seconds
-/// rounded to nearest, as Redis does).
-fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
+/// TTL, PTTL, EXPIRETIME and PEXPIRETIME, as Redis's one
+/// `ttlGenericCommand`: -2 absent, -1 no expiry, else the time left, or
+/// with `absolute` the Unix time it expires at; in ms, or seconds rounded
+/// to nearest (unsigned, as Redis computes it, so that an expiry near
+/// i64::MAX ms, which PEXPIREAT takes, rounds without overflowing).
+fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool, absolute: bool) -> CmdResult {
     let key = args.get(1);
     let kv = ctx.kv();
     let reply = match kv.read(key, || kv.expiry(key))? {
         None => -2,
         Some(None) => -1,
         Some(Some(at)) => {
-            let left = (at - now_ms()).max(0);
-            if ms { left } else { (left + 500) / 1000 }
+            let value = if absolute { at } else { at - now_ms() }.max(0);
+            if ms {
+                value
+            } else {
+                ((value as u64 + 500) / 1000) as i64
+            }
         }
     };
     ctx.out.int(reply);
     Ok(())
 }
 
-/// EXPIRETIME and PEXPIRETIME: -2 absent, -1 no expiry, else the Unix
-/// time it expires at (seconds rounded to nearest, as Redis's
-/// `ttlGenericCommand` rounds them).
-fn expiretime_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool) -> CmdResult {
-    let key = args.get(1);
-    let kv = ctx.kv();
-    let reply = match kv.read(key, || kv.expiry(key))? {
-        None => -2,
-        Some(None) => -1,
-        Some(Some(at)) if ms => at,
-        // Unsigned, as Redis computes it, so that an expiry near i64::MAX
-        // ms (PEXPIREAT takes it) rounds without overflowing.
-        Some(Some(at)) => ((at.max(0) as u64 + 500) / 1000) as i64,
-    };
-    ctx.out.int(reply);
-    Ok(())
-}
-
 pub(super) fn expiretime(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    expiretime_generic(ctx, args, false)
+    ttl_generic(ctx, args, false, true)
 }
 
 pub(super) fn pexpiretime(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    expiretime_generic(ctx, args, true)
+    ttl_generic(ctx, args, true, true)
 }
 
 pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    ttl_generic(ctx, args, false)
+    ttl_generic(ctx, args, false, false)
 }
 
 pub(super) fn pttl(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    ttl_generic(ctx, args, true)
+    ttl_generic(ctx, args, true, false)
 }
 
 pub(super) fn persist(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {

@@ -1251,6 +1251,19 @@ pub(crate) mod tests {
         .unwrap()
     }
 
+    /// The page [`PageList::resident`] finds for `addr`, checked against
+    /// the one a scan of every page finds.
+    fn resident_as_scanned(pages: &PageList, addr: u64) -> Option<&Page> {
+        let found = pages.resident(addr);
+        let scanned = pages.pages.iter().find(|p| p.holds(addr));
+        assert_eq!(
+            found.map(|p| p.start()),
+            scanned.map(|p| p.start()),
+            "address {addr}"
+        );
+        found
+    }
+
     /// Each record's page is found by its start address alone: every
     /// resident record's lookup returns a page that holds it, and every
     /// evicted one's returns none, across pages of several segments
@@ -1275,14 +1288,7 @@ pub(crate) mod tests {
         );
         let mut hot = 0;
         for &addr in &addrs {
-            // The page a scan of every page finds.
-            let scanned = pages.pages.iter().find(|p| p.holds(addr));
-            let found = pages.resident(addr);
-            assert_eq!(
-                found.map(|p| p.start()),
-                scanned.map(|p| p.start()),
-                "record at {addr}"
-            );
+            let found = resident_as_scanned(&pages, addr);
             assert_eq!(found.is_some(), addr >= head, "record at {addr}");
             hot += usize::from(found.is_some());
         }
@@ -1324,14 +1330,7 @@ pub(crate) mod tests {
             .flat_map(|&a| [a, a + 1, page_floor(a), page_floor(a).saturating_sub(1)]);
         let mut hot = 0;
         for addr in probes.chain(pages.pages.iter().flat_map(|p| [p.start(), p.end()])) {
-            let scanned = pages.pages.iter().find(|p| p.holds(addr));
-            let found = pages.resident(addr);
-            assert_eq!(
-                found.map(|p| p.start()),
-                scanned.map(|p| p.start()),
-                "address {addr}"
-            );
-            hot += usize::from(found.is_some());
+            hot += usize::from(resident_as_scanned(&pages, addr).is_some());
         }
         assert!(hot > 10_000, "{hot} resident addresses");
     }
