@@ -218,6 +218,7 @@ impl Log {
             (tail, Page::recycled(&page_pool, start, tail, len))
         };
         let page = Arc::new(page);
+        let segment_bits = storage.segment_bits();
         Log {
             storage,
             hot_bytes,
@@ -227,7 +228,7 @@ impl Log {
                 page: Arc::clone(&page),
                 records: 0,
             }),
-            pages: ArcSwap::from_pointee(PageList::of(page)),
+            pages: ArcSwap::from_pointee(PageList::of(page, segment_bits)),
             tail: AtomicU64::new(tail),
             flushed: AtomicU64::new(tail),
             durable: AtomicU64::new(tail),
@@ -987,14 +988,34 @@ struct PageList {
     starts: Vec<u64>,
     /// The resident pages, ascending by address, the newest last.
     pages: Vec<Arc<Page>>,
+    /// The store's segment size, as a power of two (a segment holds the
+    /// addresses sharing `addr >> segment_bits`).
+    segment_bits: u32,
+    /// `segment_firsts[k]` is the index of the first page in the `k`-th
+    /// segment from the first page's (or of the next page after it, when
+    /// that segment has none): a segment's pages lie between its entry and
+    /// the next one's. Empty when the pages' segments are so far apart
+    /// that listing every number between would cost more than a search
+    /// (see [`PageList::resident`]).
+    segment_firsts: Vec<u32>,
 }
 
 impl PageList {
-    /// A list of one page.
-    fn of(page: Arc<Page>) -> PageList {
+    /// A list of one page, in a store of segments of `1 << segment_bits`
+    /// bytes.
+    fn of(page: Arc<Page>, segment_bits: u32) -> PageList {
+        PageList::from_pages(vec![page], segment_bits)
+    }
+
+    /// The list of `pages` (ascending by address, each within one segment).
+    fn from_pages(pages: Vec<Arc<Page>>, segment_bits: u32) -> PageList {
+        let starts: Vec<u64> = pages.iter().map(|p| p.start()).collect();
+        let segment_firsts = segment_firsts(&starts, segment_bits);
         PageList {
-            starts: vec![page.start()],
-            pages: vec![page],
+            starts,
+            pages,
+            segment_bits,
+            segment_firsts,
         }
     }
 
@@ -1004,55 +1025,94 @@ impl PageList {
             page.start().is_multiple_of(PAGE_BYTES as u64)
                 && page.len().is_multiple_of(PAGE_BYTES)
                 && page.len() >= PAGE_BYTES
+                && page.start() >> self.segment_bits == (page.end() - 1) >> self.segment_bits
                 && self.pages.last().is_none_or(|p| p.end() <= page.start()),
-            "pages are whole pages, in address order (see `resident`)"
+            "pages are whole pages within a segment, in address order (see `resident`)"
         );
-        let mut list = PageList {
-            starts: Vec::with_capacity(self.starts.len() + 1),
-            pages: Vec::with_capacity(self.pages.len() + 1),
-        };
-        list.starts.extend_from_slice(&self.starts);
-        list.starts.push(page.start());
-        list.pages.extend_from_slice(&self.pages);
-        list.pages.push(page);
-        list
+        let mut pages = Vec::with_capacity(self.pages.len() + 1);
+        pages.extend_from_slice(&self.pages);
+        pages.push(page);
+        PageList::from_pages(pages, self.segment_bits)
     }
 
     /// A copy of the list without its oldest page.
     fn without_oldest(&self) -> PageList {
-        PageList {
-            starts: self.starts.get(1..).unwrap_or_default().to_vec(),
-            pages: self.pages.get(1..).unwrap_or_default().to_vec(),
-        }
+        let pages = self.pages.get(1..).unwrap_or_default().to_vec();
+        PageList::from_pages(pages, self.segment_bits)
     }
 
     /// The resident page holding `addr`, if any.
     ///
-    /// Every page starts at a multiple of [`PAGE_BYTES`] and is a multiple
-    /// of it long (`Log::next_page`; the empty page of an exhausted log is
-    /// alone in its list), so page `i` starts at or after the first page's
-    /// start plus `i` pages: the page holding `addr` is at most `guess`
-    /// below, and is `guess` itself when that page starts at or before
-    /// `addr`, which it does unless a larger page or a skip to the next
-    /// segment lies between. One load then, instead of a binary search
-    /// whose steps each wait for the last (about 6 % of a get of a cached
-    /// record, docs/PERFORMANCE.md); the search runs on the rest.
+    /// Every page starts at a multiple of [`PAGE_BYTES`], is a multiple of
+    /// it long and lies within one segment (`Log::next_page`), so page `i`
+    /// starts at or after the first page's start plus `i` pages: the page
+    /// holding `addr` is at most `guess` below, and is `guess` itself when
+    /// that page starts at or before `addr`, which it does unless a page
+    /// longer than a MiB or a skip to the next segment lies between. One
+    /// load then, instead of a binary search whose steps each wait for the
+    /// last (about 6 % of a get of a cached record, docs/PERFORMANCE.md).
+    /// Past a skip (the common case once the log spans several segments,
+    /// as after compaction's early seals) the same guess is made from the
+    /// first page of `addr`'s segment (two loads more), and the search
+    /// runs only on what is left, within that segment.
     fn resident(&self, addr: u64) -> Option<&Page> {
         let first = *self.starts.first()?;
         let last = self.starts.len() - 1;
         let guess = usize::try_from(addr.checked_sub(first)? >> PAGE_BITS)
-            .unwrap_or(usize::MAX)
-            .min(last);
+            .map_or(last, |pages| pages.min(last));
         let i = if self.starts[guess] <= addr {
             guess
         } else {
-            self.starts[..guess]
-                .partition_point(|&start| start <= addr)
-                .checked_sub(1)?
+            self.below(addr, guess)?
         };
         let page = &self.pages[i];
         page.holds(addr).then_some(&**page)
     }
+
+    /// The index of the last page starting at or before `addr`, known to
+    /// be below `bound`; `None` when none is in `addr`'s segment (then no
+    /// page holds `addr`).
+    fn below(&self, addr: u64, bound: usize) -> Option<usize> {
+        let lo = if self.segment_firsts.is_empty() {
+            0
+        } else {
+            let k = (addr >> self.segment_bits).checked_sub(self.starts[0] >> self.segment_bits)?;
+            // A page of a later segment when `addr`'s has none: then
+            // `addr` is below it.
+            *self.segment_firsts.get(usize::try_from(k).ok()?)? as usize
+        };
+        let guess = usize::try_from(addr.checked_sub(self.starts[lo])? >> PAGE_BITS)
+            .map_or(bound, |pages| lo.saturating_add(pages).min(bound));
+        Some(if self.starts[guess] <= addr {
+            guess
+        } else {
+            lo + self.starts[lo..guess].partition_point(|&start| start <= addr) - 1
+        })
+    }
+}
+
+/// [`PageList::segment_firsts`] of pages starting at `starts`: one entry
+/// per segment number from the first page's to the last page's, or none
+/// when that is more than four per page (segments skipped wholesale,
+/// which the log never does, but a lookup must not depend on it).
+fn segment_firsts(starts: &[u64], segment_bits: u32) -> Vec<u32> {
+    let (Some(&first), Some(&last)) = (starts.first(), starts.last()) else {
+        return Vec::new();
+    };
+    let (first, last) = (first >> segment_bits, last >> segment_bits);
+    let span = last - first + 1;
+    if span > 4 * starts.len() as u64 || u32::try_from(starts.len()).is_err() {
+        return Vec::new();
+    }
+    let mut firsts = Vec::with_capacity(span as usize);
+    let mut i = 0;
+    for segment in first..=last {
+        while (starts[i] >> segment_bits) < segment {
+            i += 1;
+        }
+        firsts.push(i as u32);
+    }
+    firsts
 }
 
 thread_local! {
@@ -1333,6 +1393,71 @@ pub(crate) mod tests {
             hot += usize::from(resident_as_scanned(&pages, addr).is_some());
         }
         assert!(hot > 10_000, "{hot} resident addresses");
+    }
+
+    /// Lists laid out by hand: a segment resident from its second MiB, a
+    /// segment number with no page, pages longer than a MiB, and segments
+    /// so far apart that the list keeps no per-segment table (it then
+    /// searches every page). Every address at and around each page's ends
+    /// finds the page a scan finds, and so does every address outside them.
+    #[test]
+    fn pages_are_found_in_lists_laid_out_by_hand() {
+        const MIB: u64 = PAGE_BYTES as u64;
+        let bits = 22;
+        let seg = |n: u64| n << bits;
+        let page = |start: u64, mibs: u64| Arc::new(Page::new(start, start, (mibs * MIB) as usize));
+        let layouts = [
+            (
+                vec![
+                    page(seg(5) + MIB, 1),
+                    page(seg(5) + 2 * MIB, 2),
+                    page(seg(7), 2),
+                    page(seg(7) + 2 * MIB, 1),
+                    page(seg(8), 1),
+                    page(seg(8) + MIB, 1),
+                ],
+                vec![0, 2, 2, 4],
+            ),
+            (
+                vec![
+                    page(seg(3), 1),
+                    page(seg(1_000), 1),
+                    page(seg(1_000) + MIB, 1),
+                ],
+                vec![],
+            ),
+            (vec![page(seg(2) + 3 * MIB, 1)], vec![0]),
+        ];
+        for (pages, firsts) in layouts {
+            let list = PageList::from_pages(pages, bits);
+            assert_eq!(list.segment_firsts, firsts);
+            let mut found = 0;
+            for p in &list.pages {
+                for addr in [
+                    p.start(),
+                    p.start() + 1,
+                    p.start() + MIB / 2,
+                    p.end() - 1,
+                    p.end(),
+                ] {
+                    found += usize::from(resident_as_scanned(&list, addr).is_some());
+                }
+                resident_as_scanned(&list, p.start().wrapping_sub(1));
+            }
+            assert!(found >= 4 * list.pages.len(), "{found}");
+            for addr in [
+                0,
+                seg(1),
+                seg(6),
+                seg(6) + MIB,
+                seg(9),
+                seg(500),
+                seg(2_000),
+                u64::MAX,
+            ] {
+                resident_as_scanned(&list, addr);
+            }
+        }
     }
 
     /// Gets of records whose lengths change from one get to the next (so
