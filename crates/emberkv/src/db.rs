@@ -874,13 +874,16 @@ impl Db {
 
     /// Removes every key, expired ones included (so [`Db::len`] is 0
     /// after), and returns how many were live. Shard by shard: each shard
-    /// is cleared atomically (one append of its tombstones under its lock),
-    /// the store as a whole is not, so a concurrent reader may see some keys
-    /// gone and others not yet, and keys written meanwhile may survive.
-    /// Durable as any write.
+    /// is cleared under its lock (its writers wait), with one append of its
+    /// tombstones, or one per group of them that fits a segment when they
+    /// would not fit one together; the store as a whole is not cleared
+    /// atomically, so a concurrent reader may see some keys gone and others
+    /// not yet, and keys written meanwhile may survive. Durable as any
+    /// write.
     ///
     /// # Errors
-    /// As for [`Db::insert`]; shards cleared before an error stay cleared.
+    /// As for [`Db::insert`]; shards (and groups of a shard's tombstones)
+    /// cleared before an error stay cleared.
     pub fn clear(&self) -> Result<u64> {
         let core = &*self.core;
         let mut live = 0;
@@ -895,24 +898,38 @@ impl Db {
                 live += u64::from(current.is_live());
                 found.push((slot, key, current));
             }
-            let entries: Vec<Entry<'_>> = found
-                .iter()
-                .map(|(_, key, _)| Entry::tombstone(key))
-                .collect();
-            if entries.is_empty() {
-                continue;
-            }
-            let mut addrs = vec![0; entries.len()];
-            core.log.append_all(&entries, &mut addrs)?;
-            for (slot, _, current) in &found {
-                writer.clear(*slot);
-                core.forget(&mut writer, current);
+            // A shard's tombstones may outgrow a segment (many keys, small
+            // segments): each append must fit a page of a fresh segment.
+            let max = core.log.max_record_bytes();
+            let mut rest = &found[..];
+            let mut durable_at = None;
+            while !rest.is_empty() {
+                let mut bytes = 0;
+                let fit = rest
+                    .iter()
+                    .take_while(|(_, key, _)| {
+                        bytes += Entry::tombstone(key).len();
+                        bytes <= max
+                    })
+                    .count()
+                    .max(1);
+                let (group, later) = rest.split_at(fit);
+                let entries: Vec<Entry<'_>> = group
+                    .iter()
+                    .map(|(_, key, _)| Entry::tombstone(key))
+                    .collect();
+                let mut addrs = vec![0; entries.len()];
+                core.log.append_all(&entries, &mut addrs)?;
+                for (slot, _, current) in group {
+                    writer.clear(*slot);
+                    core.forget(&mut writer, current);
+                }
+                durable_at = Some(addrs[fit - 1] + entries[fit - 1].len() as u64);
+                rest = later;
             }
             drop(writer);
-            if core.sync_writes {
-                let last = addrs.last().expect("not empty");
-                core.log
-                    .make_durable(last + entries.last().expect("not empty").len() as u64)?;
+            if let Some(end) = durable_at.filter(|_| core.sync_writes) {
+                core.log.make_durable(end)?;
             }
         }
         Ok(live)
@@ -1355,5 +1372,40 @@ mod tests {
         }
         db.insert(&key(150), b"new").unwrap();
         assert_eq!(db.get(&key(150)).unwrap().unwrap(), b"new");
+    }
+
+    /// Regression (a review, 2026-12-02): `clear` appended a shard's
+    /// tombstones in one append, which with 1 MiB segments and about 1 MiB
+    /// of tombstones in one shard made a page cross into the next segment
+    /// (the page list's debug assertion caught it). Every key here falls
+    /// in shard 0 (a hasher keeping 16 low bits), 1,100 keys of 1,000
+    /// bytes: their tombstones need about 1.1 MB.
+    #[test]
+    fn clearing_a_shard_whose_tombstones_outgrow_a_segment_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |i: u32| format!("{i:01000}").into_bytes();
+        let open = |sync_writes| {
+            let options = Options::default()
+                .segment_bytes(1 << 20)
+                .sync_writes(sync_writes);
+            Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 16)).unwrap()
+        };
+        for sync_writes in [false, true] {
+            let db = open(sync_writes);
+            for i in 0..1_100u32 {
+                db.insert(&key(i), b"v").unwrap();
+            }
+            assert_eq!(db.clear().unwrap(), 1_100);
+            assert_eq!(db.len(), 0);
+            db.insert(&key(7), b"after").unwrap();
+            drop(db);
+            let db = open(sync_writes);
+            assert_eq!(db.len(), 1);
+            assert_eq!(db.get(&key(7)).unwrap().unwrap(), b"after");
+            assert_eq!(db.get(&key(8)).unwrap(), None);
+            assert!(db.remove(&key(7)).unwrap());
+            drop(db);
+            assert!(crate::check::check(dir.path()).unwrap().is_sound());
+        }
     }
 }

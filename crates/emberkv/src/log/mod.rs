@@ -995,8 +995,8 @@ struct PageList {
     /// segment from the first page's (or of the next page after it, when
     /// that segment has none): a segment's pages lie between its entry and
     /// the next one's. Empty when the pages' segments are so far apart
-    /// that listing every number between would cost more than a search
-    /// (see [`PageList::resident`]).
+    /// that this would take more than four entries per page; lookups then
+    /// search every page (see [`PageList::below`]).
     segment_firsts: Vec<u32>,
 }
 
@@ -1053,8 +1053,10 @@ impl PageList {
     /// last (about 6 % of a get of a cached record, docs/PERFORMANCE.md).
     /// Past a skip (the common case once the log spans several segments,
     /// as after compaction's early seals) the same guess is made from the
-    /// first page of `addr`'s segment (two loads more), and the search
-    /// runs only on what is left, within that segment.
+    /// first page of `addr`'s segment (three loads more, each waiting for
+    /// the one before), and the search runs only on what is left, within
+    /// that segment. (The empty page of an exhausted log, `Log::new`, is
+    /// alone in its list and holds no address.)
     fn resident(&self, addr: u64) -> Option<&Page> {
         let first = *self.starts.first()?;
         let last = self.starts.len() - 1;
@@ -1385,6 +1387,7 @@ pub(crate) mod tests {
             .count();
         let large = pages.pages.iter().filter(|p| p.len() > PAGE_BYTES).count();
         assert!(gaps >= 2 && large >= 2, "{gaps} gaps, {large} large pages");
+        assert!(!pages.segment_firsts.is_empty());
         let probes = addrs
             .iter()
             .flat_map(|&a| [a, a + 1, page_floor(a), page_floor(a).saturating_sub(1)]);
@@ -1399,7 +1402,8 @@ pub(crate) mod tests {
     /// segment number with no page, pages longer than a MiB, and segments
     /// so far apart that the list keeps no per-segment table (it then
     /// searches every page). Every address at and around each page's ends
-    /// finds the page a scan finds, and so does every address outside them.
+    /// finds the page a scan finds, and so do addresses sampled outside
+    /// them.
     #[test]
     fn pages_are_found_in_lists_laid_out_by_hand() {
         const MIB: u64 = PAGE_BYTES as u64;
