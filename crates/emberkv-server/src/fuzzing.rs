@@ -1,9 +1,9 @@
-//! The body of the `resp` fuzz target in the repository's `fuzz/`
-//! directory, as an ordinary function: the cargo fuzz target is a one-line
-//! wrapper around it, and `tests/fuzz_corpus.rs` replays the committed
-//! corpus through it on a stable toolchain. It panics when a property
-//! fails. Not part of the API: hidden from the docs, and it may change with
-//! any release.
+//! The bodies of the `resp` and `commands` fuzz targets in the
+//! repository's `fuzz/` directory, as ordinary functions: each cargo fuzz
+//! target is a one-line wrapper around one, and `tests/fuzz_corpus.rs`
+//! replays the committed corpora through them on a stable toolchain. They
+//! panic when a property fails. Not part of the API: hidden from the docs,
+//! and they may change with any release.
 
 use std::ops::Range;
 
@@ -11,6 +11,10 @@ use bytes::Bytes;
 
 use crate::frame::{Frame, FrameError, Limits};
 use crate::request::{Parsed, ProtocolError, RequestParser};
+
+mod commands;
+
+pub use commands::commands;
 
 /// Small caps, so that inputs reach every limit check.
 const SMALL: Limits = Limits {

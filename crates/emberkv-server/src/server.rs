@@ -87,6 +87,29 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The state of a server serving `store` with `config`, whose TCP
+    /// port `tcp_port` is bound (0: none).
+    pub fn new(config: Config, store: Store, tcp_port: u16) -> Shared {
+        let (tx, _) = broadcast::channel(1);
+        Shared {
+            store,
+            live: Live::new(&config),
+            clients: Arc::new(Clients::new(config.maxclients)),
+            config: RwLock::new(config),
+            stats: Stats::default(),
+            commit: GroupCommit::default(),
+            shutdown: tx,
+            started: Instant::now(),
+            run_id: (0..40)
+                .map(|_| char::from_digit(fastrand::u32(0..16), 16).expect("hex digit"))
+                .collect(),
+            tcp_port,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        }
+    }
+
     /// Starts the shutdown (SHUTDOWN, signals).
     pub fn request_shutdown(&self) {
         let _ = self.shutdown.send(());
@@ -220,24 +243,7 @@ async fn serve(
         .and_then(|l| l.local_addr().ok())
         .map_or(0, |a| a.port());
 
-    let (tx, _) = broadcast::channel(1);
-    let shared = Arc::new(Shared {
-        store,
-        live: Live::new(&config),
-        clients: Arc::new(Clients::new(config.maxclients)),
-        config: RwLock::new(config),
-        stats: Stats::default(),
-        commit: GroupCommit::default(),
-        shutdown: tx,
-        started: Instant::now(),
-        run_id: (0..40)
-            .map(|_| char::from_digit(fastrand::u32(0..16), 16).expect("hex digit"))
-            .collect(),
-        tcp_port,
-        executable: std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-    });
+    let shared = Arc::new(Shared::new(config, store, tcp_port));
 
     // Before the first connection is accepted: a client that sends
     // SIGTERM once it is served must find the handler installed, not the
