@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs the concurrency tests of the index (insert / overwrite / remove /
-# grow under lock-free readers) and of the log (appenders, the flusher,
-# group commit, eviction and readers) under shuttle's random and PCT
+# grow under lock-free readers), of the log (appenders, the flusher,
+# group commit, eviction and readers) and of a whole store (writers,
+# compaction and checkpoints) under shuttle's random and PCT
 # schedulers: the crate is built with `--cfg shuttle`, which swaps its
 # locks, atomics and ArcSwap for shuttle's (crates/emberkv/src/sync.rs).
 #
-#   bash scripts/shuttle.sh                                     # CI: 5,000 (index) and 300 (log) per scheduler
+#   bash scripts/shuttle.sh                                     # CI: 5,000 (index), 300 (log) and 60 (store) per scheduler
 #   EMBERKV_SHUTTLE_ITERATIONS=100000 bash scripts/shuttle.sh index::shuttle_tests   # one module, long
 #
 # The build goes to its own target directory beside the usual one: the

@@ -5,10 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
 use crate::cache::ReadCache;
@@ -27,6 +24,8 @@ use crate::options::Options;
 use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES, Record};
 use crate::stats::Stats;
 use crate::storage::{Ahead, Segments};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Condvar, Mutex};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 
 /// An open emberkv store: a hash index in memory over a log on disk.
@@ -1407,5 +1406,93 @@ mod tests {
             drop(db);
             assert!(crate::check::check(dir.path()).unwrap().is_sound());
         }
+    }
+}
+
+#[cfg(all(test, shuttle))]
+mod shuttle_tests {
+    use super::*;
+    use shuttle::thread;
+
+    /// Five records per 1 MiB page and segment.
+    const VALUE_BYTES: usize = 200 << 10;
+
+    fn value(key: [u8; 2], version: u8) -> Vec<u8> {
+        let mut v = vec![version; VALUE_BYTES];
+        v[..2].copy_from_slice(&key);
+        v
+    }
+
+    /// One schedule over a whole store (its flusher and maintenance
+    /// thread are shuttle's threads too): two writers each write three
+    /// versions of four keys of their own and remove the first (4.8 MB),
+    /// in 1 MiB segments and a 4 MiB hot tier (the smallest), so that
+    /// segments fill, seal and turn to garbage and pages leave memory
+    /// while the maintenance thread seals, compacts (at 10 %
+    /// garbage) and checkpoints as it will; a third thread runs `compact`,
+    /// a checkpoint and `compact` again. Then each key holds its writer's
+    /// last value (the removed ones none), before and after a close and a
+    /// reopen from the checkpoint, and `check` finds the files sound.
+    fn schedule() {
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .hot_bytes(4 << 20)
+            .compaction_garbage(Some(0.1))
+            .flush_interval(Duration::from_millis(1));
+        let db = Arc::new(Db::open(dir.path(), options.clone()).unwrap());
+        let writers: Vec<_> = (0..2u8)
+            .map(|w| {
+                let db = Arc::clone(&db);
+                thread::spawn(move || {
+                    for version in 0..3 {
+                        for k in 0..4 {
+                            db.insert(&[w, k], &value([w, k], version)).unwrap();
+                        }
+                    }
+                    assert!(db.remove(&[w, 0]).unwrap());
+                })
+            })
+            .collect();
+        let compactor = {
+            let db = Arc::clone(&db);
+            thread::spawn(move || {
+                db.compact().unwrap();
+                db.core.checkpoint().unwrap();
+                db.compact().unwrap();
+            })
+        };
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        compactor.join().unwrap();
+        let expect = |db: &Db| {
+            for w in 0..2u8 {
+                for k in 0..4u8 {
+                    let got = db.get(&[w, k]).unwrap();
+                    let want = (k != 0).then(|| value([w, k], 2));
+                    assert!(got == want, "key {w}/{k}: {:?}", got.map(|v| v[2]));
+                }
+            }
+            assert_eq!(db.len(), 6);
+        };
+        expect(&db);
+        Arc::into_inner(db).expect("one handle").close().unwrap();
+        let db = Db::open(dir.path(), options).unwrap();
+        expect(&db);
+        db.close().unwrap();
+        assert!(crate::check::check(dir.path()).unwrap().is_sound());
+    }
+
+    #[test]
+    fn shuttle_random_schedules_of_writers_compaction_and_checkpoints() {
+        crate::sync::check_random(schedule, 60);
+    }
+
+    #[test]
+    fn shuttle_pct_schedules_of_writers_compaction_and_checkpoints() {
+        crate::sync::check_pct(schedule, 60);
     }
 }

@@ -10,18 +10,18 @@
 //! the active segment's file (`Log::write_zeros_ahead`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::log::Log;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::thread::{self, JoinHandle};
 
 /// Handle to the flusher thread; stopping it is the caller's job (see
 /// [`Flusher::stop`]).
 pub(crate) struct Flusher {
     stop: Arc<AtomicBool>,
     log: Arc<Log>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle>,
 }
 
 impl Flusher {
@@ -30,9 +30,7 @@ impl Flusher {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (log, stop) = (Arc::clone(&log), Arc::clone(&stop));
-            std::thread::Builder::new()
-                .name("emberkv-flusher".into())
-                .spawn(move || run(&log, &stop, interval))?
+            thread::spawn("emberkv-flusher", move || run(&log, &stop, interval))?
         };
         Ok(Flusher {
             stop,

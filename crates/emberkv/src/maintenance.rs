@@ -1,13 +1,13 @@
 //! The maintenance thread: background compaction and index checkpoints.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::compaction;
 use crate::db::Core;
 use crate::error::Result;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::thread::{self, JoinHandle};
 
 /// How often the maintenance thread wakes when the log reaches no
 /// milestone (a sealed segment, or [`crate::log::MILESTONE_BYTES`]
@@ -42,7 +42,7 @@ const QUIET_BYTES: u64 = 1 << 20;
 pub(crate) struct Maintenance {
     stop: Arc<AtomicBool>,
     core: Arc<Core>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle>,
 }
 
 impl Maintenance {
@@ -64,9 +64,9 @@ impl Maintenance {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (core, stop) = (Arc::clone(&core), Arc::clone(&stop));
-            std::thread::Builder::new()
-                .name("emberkv-maintenance".into())
-                .spawn(move || run(&core, &stop, min_garbage, compress_cold))?
+            thread::spawn("emberkv-maintenance", move || {
+                run(&core, &stop, min_garbage, compress_cold)
+            })?
         };
         Ok(Maintenance {
             stop,

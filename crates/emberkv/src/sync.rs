@@ -7,7 +7,9 @@
 //! [shuttle](https://github.com/awslabs/shuttle)'s instrumented versions:
 //! every lock, wait and atomic access becomes a point where shuttle's
 //! scheduler may switch threads, and its tests (`index::shuttle_tests`,
-//! `log::shuttle_tests`) run the real protocols under thousands of
+//! `log::shuttle_tests`, and `db::shuttle_tests` over a whole store,
+//! whose background threads start through [`thread`]) run the real
+//! protocols under thousands of
 //! randomly chosen (PCT, "A Randomized Scheduler with Probabilistic
 //! Guarantees of Finding Bugs", Burckhardt et al., ASPLOS 2010)
 //! interleavings. Shuttle explores interleavings of sequentially
@@ -27,6 +29,41 @@ pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::Ordering;
     #[cfg(not(shuttle))]
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+}
+
+/// The store's background threads (flusher, maintenance): the standard
+/// library's, or shuttle's under `--cfg shuttle`, so that a schedule
+/// runs a whole store, its background work included.
+pub(crate) mod thread {
+    /// A thread's handle: [`JoinHandle::join`] waits for it.
+    pub(crate) struct JoinHandle(Inner);
+
+    #[cfg(not(shuttle))]
+    type Inner = std::thread::JoinHandle<()>;
+    #[cfg(shuttle)]
+    type Inner = shuttle::thread::JoinHandle<()>;
+
+    /// Starts a thread named `name` running `f`.
+    ///
+    /// # Errors
+    /// The standard library's, when the thread cannot be started.
+    pub(crate) fn spawn(
+        name: &str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<JoinHandle> {
+        #[cfg(not(shuttle))]
+        let inner = std::thread::Builder::new().name(name.into()).spawn(f)?;
+        #[cfg(shuttle)]
+        let inner = shuttle::thread::Builder::new().name(name.into()).spawn(f)?;
+        Ok(JoinHandle(inner))
+    }
+
+    impl JoinHandle {
+        /// Waits for the thread; `Err` if it panicked.
+        pub(crate) fn join(self) -> std::thread::Result<()> {
+            self.0.join()
+        }
+    }
 }
 
 /// Runs `schedule` under shuttle's random scheduler, as many times as
