@@ -455,8 +455,12 @@ impl Core {
 
 impl Db {
     /// Opens the store in directory `path`, creating it if missing, and
-    /// recovers it: the index is rebuilt by replaying the segment files, and
-    /// a torn or corrupt tail of the newest segment is cut off.
+    /// recovers it: the index is loaded from its checkpoint when a valid one
+    /// exists and rebuilt by replaying the segment files after it (all of
+    /// them without one), and a torn or corrupt tail of the newest segment
+    /// met by that replay is cut off (records a checkpoint covers are not
+    /// read: damage there shows as [`Error::Corruption`] when its key is
+    /// read; see the README's "Durability contract").
     ///
     /// # Errors
     /// - [`Error::Locked`] when another handle (this process or another)

@@ -254,7 +254,7 @@ pub(crate) fn replay(
                 Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
                     cut,
                     format!(
-                        "torn or corrupt tail of {} bytes in the newest segment (open cuts it off)",
+                        "torn or corrupt tail of {} bytes in the newest segment (an open that replays it cuts it off)",
                         end - cut
                     ),
                 ))?,
