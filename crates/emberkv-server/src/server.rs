@@ -1,7 +1,7 @@
 //! Start-up, listeners, the cron task, and clean shutdown.
 //!
-//! [`run`] opens the store, binds every TCP address and the unix socket,
-//! and serves until SIGTERM, SIGINT or SHUTDOWN. Then it stops accepting,
+//! [`run`] binds every TCP address, opens the store, binds the unix
+//! socket, and serves until SIGTERM, SIGINT or SHUTDOWN. Then it stops accepting,
 //! tells every connection to close, waits for them, and closes the store
 //! (a flush and fdatasync), so nothing acknowledged is lost.
 
@@ -170,6 +170,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
         std::process::id(),
         path.display()
     );
+    // TCP first: a port in use must not leave a new, empty store behind.
+    // The unix socket comes after the store's lock: its stale file is
+    // unlinked, and that of a server running on the same store must stay.
+    let tcp = bind_tcp_all(&config)?;
     let opened = Instant::now();
     let store = Store::open(&path, config.hot_bytes as usize)
         .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
@@ -179,7 +183,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         opened.elapsed().as_secs_f64()
     );
 
-    let store = runtime.block_on(serve(config, store, threads))?;
+    let store = runtime.block_on(serve(config, store, tcp, threads))?;
     let store = match store {
         Ok(store) => store,
         Err(shared) => {
@@ -200,13 +204,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Binds, serves until shutdown, and hands back the store (or the shared
-/// state, if a connection outlived the grace period).
-async fn serve(
-    config: Config,
-    store: Store,
-    threads: usize,
-) -> Result<Result<Store, Arc<Shared>>, String> {
+/// Binds every `--bind` address on `--port` (none when it is 0); a
+/// failure is an error unless the address is marked optional (`-addr`).
+fn bind_tcp_all(config: &Config) -> Result<Vec<std::net::TcpListener>, String> {
     let mut tcp = Vec::new();
     if config.port != 0 {
         for addr in &config.bind {
@@ -223,6 +223,23 @@ async fn serve(
             }
         }
     }
+    Ok(tcp)
+}
+
+/// Binds the unix socket, serves on it and on the bound TCP listeners
+/// `tcp` until shutdown, and hands back the store (or the shared state,
+/// if a connection outlived the grace period).
+async fn serve(
+    config: Config,
+    store: Store,
+    tcp: Vec<std::net::TcpListener>,
+    threads: usize,
+) -> Result<Result<Store, Arc<Shared>>, String> {
+    let tcp = tcp
+        .into_iter()
+        .map(TcpListener::from_std)
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| format!("cannot listen on TCP: {e}"))?;
     let unix = match &config.unixsocket {
         Some(path) => {
             // A stale socket file from an earlier run would make bind fail.
@@ -305,7 +322,7 @@ async fn serve(
     Ok(Err(shared))
 }
 
-fn bind_tcp(addr: &str, port: u16) -> std::io::Result<TcpListener> {
+fn bind_tcp(addr: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
     let ip: IpAddr = match addr {
         "*" => IpAddr::from([0, 0, 0, 0]),
         "::*" => IpAddr::from([0u16; 8]),
@@ -326,7 +343,7 @@ fn bind_tcp(addr: &str, port: u16) -> std::io::Result<TcpListener> {
     socket.bind(&sa.into())?;
     socket.listen(511)?;
     socket.set_nonblocking(true)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
 }
 
 /// Writes a refusal line to a client and closes it, off the accept path.

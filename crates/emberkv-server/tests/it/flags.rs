@@ -87,6 +87,10 @@ fn a_port_in_use_is_one_line_and_exit_1() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("cannot listen on 127.0.0.1"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    // The port is bound before the store is opened: nothing is created
+    // (a newcomer found an empty store left behind).
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
