@@ -403,6 +403,26 @@ fn malformed_import_names_the_line_and_imports_nothing() -> TestResult {
     Ok(())
 }
 
+/// An I/O error is reported with the system's message once (it was
+/// printed twice, `... Not a directory (os error 20): Not a directory (os
+/// error 20)`, as the engine's error both quoted it and gave it as its
+/// source; found by a newcomer's walkthrough).
+#[test]
+fn an_io_error_names_the_system_message_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("afile");
+    std::fs::write(&file, b"not a directory")?;
+    let out = run(&file.join("sub"), ["insert", "k", "v"])?;
+    assert_error(&out, "Not a directory");
+    assert_eq!(
+        stderr(&out).matches("Not a directory").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    Ok(())
+}
+
 #[test]
 fn read_commands_refuse_a_directory_without_a_store() -> TestResult {
     let dir = tempfile::tempdir()?;

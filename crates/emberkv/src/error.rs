@@ -14,9 +14,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An operating-system I/O call failed.
+    /// An operating-system I/O call failed. The message includes the
+    /// system's, so [`std::error::Error::source`] is `None` (a report that
+    /// prints the chain of sources, such as `anyhow`'s `{:#}`, printed it
+    /// twice); match the variant for the [`io::Error`] itself.
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
 
     /// A file of the store holds bytes that fail a check (checksum, magic,
     /// length bound). `offset` is the log address of the damaged record, or
@@ -96,6 +99,12 @@ pub enum Error {
     /// rule); reopening it recovers what the segment files hold.
     #[error("store refuses writes after a failed fdatasync or write; reopen it")]
     Closed,
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
 }
 
 impl Error {
