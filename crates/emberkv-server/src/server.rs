@@ -174,6 +174,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // The unix socket comes after the store's lock: its stale file is
     // unlinked, and that of a server running on the same store must stay.
     let tcp = bind_tcp_all(&config)?;
+    for l in &tcp {
+        if let Ok(addr) = l.local_addr() {
+            notice!("Listening on {addr} (tcp)");
+        }
+    }
     let opened = Instant::now();
     let store = Store::open(&path, config.hot_bytes as usize)
         .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
@@ -206,6 +211,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
 
 /// Binds every `--bind` address on `--port` (none when it is 0); a
 /// failure is an error unless the address is marked optional (`-addr`).
+/// The listeners queue connections from then on (up to 511 each), which
+/// are accepted once the store is open, as Redis binds before it loads
+/// its data (it answers `-LOADING` meanwhile; these clients wait).
 fn bind_tcp_all(config: &Config) -> Result<Vec<std::net::TcpListener>, String> {
     let mut tcp = Vec::new();
     if config.port != 0 {
@@ -275,9 +283,6 @@ async fn serve(
     let mut shutdown = shared.subscribe();
     let mut listeners = JoinSet::new();
     for l in tcp {
-        if let Ok(addr) = l.local_addr() {
-            notice!("Listening on {addr} (tcp)");
-        }
         listeners.spawn(accept_tcp(l, Arc::clone(&shared), shared.subscribe()));
     }
     if let Some(l) = unix {

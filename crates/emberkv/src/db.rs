@@ -458,9 +458,11 @@ impl Db {
     /// recovers it: the index is loaded from its checkpoint when a valid one
     /// exists and rebuilt by replaying the segment files after it (all of
     /// them without one), and a torn or corrupt tail of the newest segment
-    /// met by that replay is cut off (records a checkpoint covers are not
-    /// read: damage there shows as [`Error::Corruption`] when its key is
-    /// read; see the README's "Durability contract").
+    /// met by that replay is cut off (records a checkpoint covers are read
+    /// only when the newest segment must be walked to find where its
+    /// records end: damage there that open does not read shows as
+    /// [`Error::Corruption`] when its key is read; see the README's
+    /// "Durability contract").
     ///
     /// # Errors
     /// - [`Error::Locked`] when another handle (this process or another)
@@ -904,36 +906,42 @@ impl Db {
             // A shard's tombstones may outgrow a segment (many keys, small
             // segments): each append must fit a page of a fresh segment.
             let max = core.log.max_record_bytes();
-            let mut rest = &found[..];
+            let tombstones: Vec<Entry<'_>> = found
+                .iter()
+                .map(|(_, key, _)| Entry::tombstone(key))
+                .collect();
+            let mut done = 0;
             let mut durable_at = None;
-            while !rest.is_empty() {
+            let mut appended = Ok(());
+            while done < found.len() {
                 let mut bytes = 0;
-                let fit = rest
+                let fit = tombstones[done..]
                     .iter()
-                    .take_while(|(_, key, _)| {
-                        bytes += Entry::tombstone(key).len();
+                    .take_while(|entry| {
+                        bytes += entry.len();
                         bytes <= max
                     })
                     .count()
                     .max(1);
-                let (group, later) = rest.split_at(fit);
-                let entries: Vec<Entry<'_>> = group
-                    .iter()
-                    .map(|(_, key, _)| Entry::tombstone(key))
-                    .collect();
-                let mut addrs = vec![0; entries.len()];
-                core.log.append_all(&entries, &mut addrs)?;
-                for (slot, _, current) in group {
+                let group = done..done + fit;
+                let mut addrs = vec![0; fit];
+                appended = core.log.append_all(&tombstones[group.clone()], &mut addrs);
+                if appended.is_err() {
+                    break;
+                }
+                for (slot, _, current) in &found[group.clone()] {
                     writer.clear(*slot);
                     core.forget(&mut writer, current);
                 }
-                durable_at = Some(addrs[fit - 1] + entries[fit - 1].len() as u64);
-                rest = later;
+                durable_at = Some(addrs[fit - 1] + tombstones[group.end - 1].len() as u64);
+                done = group.end;
             }
             drop(writer);
+            // Groups cleared before an error are made durable too.
             if let Some(end) = durable_at.filter(|_| core.sync_writes) {
                 core.log.make_durable(end)?;
             }
+            appended?;
         }
         Ok(live)
     }
