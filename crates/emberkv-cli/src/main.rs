@@ -35,7 +35,8 @@ The store:
 
 Exit status:
   0  success
-  1  `get` or `remove`: no such key; `check`: the store has problems
+  1  `get` or `remove`: no such key; `check`: the store has problems;
+     `export --skip-damaged`: damaged records were skipped
   2  an error: bad usage, a store that cannot be opened or is locked,
      an I/O failure, malformed import input
 
@@ -118,9 +119,17 @@ enum Command {
     },
     /// Write every live key, its value and its expiry as JSON Lines (format
     /// below) to FILE, or to stdout.
+    ///
+    /// A record that fails its checksum stops the export (exit 2), unless
+    /// --skip-damaged is given.
     Export {
         /// The file to write (created or truncated); stdout when absent.
         file: Option<PathBuf>,
+        /// Skip records that fail their checks, each named on stderr, and
+        /// export every other live key: salvages what still reads back
+        /// from a damaged store (exit 1 if any was skipped).
+        #[arg(long)]
+        skip_damaged: bool,
     },
     /// Insert the records of a JSON Lines export from FILE, or from stdin.
     ///
@@ -232,7 +241,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             db.close()?;
             eprintln!("backed up {} to {}", store.display(), dest.display());
         }
-        Command::Export { file } => export(store, file.as_deref())?,
+        Command::Export { file, skip_damaged } => {
+            if export(store, file.as_deref(), skip_damaged)? > 0 {
+                return Ok(ExitCode::from(EXIT_NEGATIVE));
+            }
+        }
         Command::Import { file } => import(store, file.as_deref())?,
     }
     Ok(ExitCode::SUCCESS)
@@ -338,8 +351,9 @@ fn check(dir: &Path) -> Result<ExitCode> {
     })
 }
 
-/// `export`: every live record as a JSON line, to `file` or stdout.
-fn export(dir: &Path, file: Option<&Path>) -> Result<()> {
+/// `export`: every live record as a JSON line, to `file` or stdout;
+/// returns how many damaged records `skip_damaged` skipped.
+fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
     let db = open(dir)?;
     let (name, sink): (String, Box<dyn Write>) = match file {
         Some(path) => (
@@ -351,9 +365,16 @@ fn export(dir: &Path, file: Option<&Path>) -> Result<()> {
         None => ("stdout".to_owned(), Box::new(io::stdout().lock())),
     };
     let mut out = BufWriter::new(sink);
-    let mut count = 0u64;
+    let (mut count, mut skipped) = (0u64, 0u64);
     for item in db.iter() {
-        let (key, value) = item?;
+        let (key, value) = match item {
+            Err(e @ emberkv::Error::Corruption { .. }) if skip_damaged => {
+                eprintln!("skipped a damaged record: {e}");
+                skipped += 1;
+                continue;
+            }
+            item => item?,
+        };
         // `iter` gives no expiry; `None` here means the key expired since
         // `iter` read it (this process holds the store's only handle).
         let Some(expiry) = db.expiry(&key)? else {
@@ -371,8 +392,12 @@ fn export(dir: &Path, file: Option<&Path>) -> Result<()> {
     out.flush()
         .with_context(|| format!("cannot write to {name}"))?;
     db.close()?;
-    eprintln!("exported {count} records to {name}");
-    Ok(())
+    if skipped > 0 {
+        eprintln!("exported {count} records to {name}, skipped {skipped} damaged ones");
+    } else {
+        eprintln!("exported {count} records to {name}");
+    }
+    Ok(skipped)
 }
 
 /// `import`: reads and checks every line of `file` (or stdin), then

@@ -256,6 +256,40 @@ fn check_finds_a_flipped_byte_in_an_older_segment() -> TestResult {
     Ok(())
 }
 
+/// One flipped byte in an older segment: `export` stops at it (exit 2),
+/// `export --skip-damaged` names it, exports every other live key and
+/// exits 1 (a newcomer found no way to salvage a damaged store).
+#[test]
+fn export_skip_damaged_salvages_every_other_record() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build_segmented_store(dir.path())?;
+    let seg = dir.path().join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&seg, &bytes)?;
+
+    let out = run(dir.path(), ["export"])?;
+    assert_error(&out, "corruption at offset");
+
+    let out = run(dir.path(), ["export", "--skip-damaged"])?;
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("skipped a damaged record: corruption at offset")
+            .count(),
+        1,
+        "{err}"
+    );
+    // 2,700 live keys, one of them damaged.
+    assert_eq!(line_set(&out.stdout).len(), 2_699, "{err}");
+    assert!(
+        err.contains("exported 2699 records to stdout, skipped 1 damaged ones"),
+        "{err}"
+    );
+    Ok(())
+}
+
 #[test]
 fn export_import_export_reproduces_every_record() -> TestResult {
     let dir = tempfile::tempdir()?;
