@@ -21,7 +21,8 @@ use crate::jsonl::Record;
 /// The file every emberkv store directory holds (its format metadata).
 const META_FILE: &str = "emberkv.meta";
 
-/// Exit code of a command that found no such key, or a store with problems.
+/// Exit code of a command that found no such key, a store with problems,
+/// or damaged records it skipped.
 const EXIT_NEGATIVE: u8 = 1;
 /// Exit code of an error (clap uses it for usage errors too).
 const EXIT_ERROR: u8 = 2;
@@ -393,7 +394,7 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
         .with_context(|| format!("cannot write to {name}"))?;
     db.close()?;
     if skipped > 0 {
-        eprintln!("exported {count} records to {name}, skipped {skipped} damaged ones");
+        eprintln!("exported {count} records to {name}; skipped {skipped} damaged records");
     } else {
         eprintln!("exported {count} records to {name}");
     }

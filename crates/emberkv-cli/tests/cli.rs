@@ -284,7 +284,7 @@ fn export_skip_damaged_salvages_every_other_record() -> TestResult {
     // 2,700 live keys, one of them damaged.
     assert_eq!(line_set(&out.stdout).len(), 2_699, "{err}");
     assert!(
-        err.contains("exported 2699 records to stdout, skipped 1 damaged ones"),
+        err.contains("exported 2699 records to stdout; skipped 1 damaged records"),
         "{err}"
     );
     Ok(())

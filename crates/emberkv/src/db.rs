@@ -460,7 +460,9 @@ impl Db {
     /// them without one), and a torn or corrupt tail of the newest segment
     /// met by that replay is cut off (records a checkpoint covers are read
     /// only when the newest segment must be walked to find where its
-    /// records end: damage there that open does not read shows as
+    /// records end, or the replay after the checkpoint meets damage and
+    /// falls back to all of the log: damage there that open does not read
+    /// shows as
     /// [`Error::Corruption`] when its key is read; see the README's
     /// "Durability contract").
     ///
@@ -937,11 +939,14 @@ impl Db {
                 done = group.end;
             }
             drop(writer);
-            // Groups cleared before an error are made durable too.
-            if let Some(end) = durable_at.filter(|_| core.sync_writes) {
-                core.log.make_durable(end)?;
-            }
+            // Groups cleared before an error are made durable too; the
+            // append's error, if any, is the one reported.
+            let synced = match durable_at.filter(|_| core.sync_writes) {
+                Some(end) => core.log.make_durable(end),
+                None => Ok(()),
+            };
             appended?;
+            synced?;
         }
         Ok(live)
     }
