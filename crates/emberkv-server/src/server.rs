@@ -249,18 +249,7 @@ async fn serve(
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(|e| format!("cannot listen on TCP: {e}"))?;
     let unix = match &config.unixsocket {
-        Some(path) => {
-            // A stale socket file from an earlier run would make bind fail.
-            let _ = std::fs::remove_file(path);
-            let l = UnixListener::bind(path)
-                .map_err(|e| format!("cannot listen on unix socket {}: {e}", path.display()))?;
-            if let Some(mode) = config.unixsocketperm {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| format!("cannot chmod {}: {e}", path.display()))?;
-            }
-            Some(l)
-        }
+        Some(path) => Some(bind_unix(path, config.unixsocketperm)?),
         None => None,
     };
     let tcp_port = tcp
@@ -325,6 +314,35 @@ async fn serve(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(Err(shared))
+}
+
+/// Binds the unix socket at `path` (replacing a stale socket file) with
+/// permissions `mode` when given. With a mode, the socket is bound under
+/// a temporary name beside `path`, given its mode, and renamed into place,
+/// so that no client ever finds it at `path` with the default mode (a
+/// test saw the window between the bind and the chmod).
+fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> Result<UnixListener, String> {
+    let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+    // A stale socket file from an earlier run would make bind fail.
+    let _ = std::fs::remove_file(path);
+    let Some(mode) = mode else {
+        return UnixListener::bind(path).map_err(|e| fail("listen on unix socket", e));
+    };
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{}.tmp", std::process::id()));
+    let temporary = std::path::PathBuf::from(name);
+    let _ = std::fs::remove_file(&temporary);
+    let listener = UnixListener::bind(&temporary).map_err(|e| fail("listen on unix socket", e))?;
+    let placed = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| fail("chmod", e))
+            .and_then(|()| std::fs::rename(&temporary, path).map_err(|e| fail("create", e)))
+    };
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    placed.map(|()| listener)
 }
 
 fn bind_tcp(addr: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
