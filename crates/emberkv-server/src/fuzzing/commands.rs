@@ -361,24 +361,7 @@ fn check_reply(reply: &Bytes, resp3: bool, shutdown: bool, shown: &Shown<'_>) ->
             "the reply to {shown} on a RESP2 connection: {reply:?}"
         );
     }
-    if !super::has_cr_in_error(&frame) {
-        let mut resp3 = Vec::new();
-        frame.encode(&mut resp3, true);
-        let resp3 = Bytes::from(resp3);
-        let (again, n) = Frame::parse(&resp3, Limits::default())
-            .unwrap_or_else(|e| panic!("the RESP3 encoding of {frame:?} does not parse: {e:?}"));
-        assert_eq!(n, resp3.len());
-        let mut twice = Vec::new();
-        again.encode(&mut twice, true);
-        assert_eq!(twice, resp3, "the RESP3 encoding does not round-trip");
-        let mut resp2 = Vec::new();
-        frame.encode(&mut resp2, false);
-        assert_eq!(
-            Frame::check(&resp2, Limits::default()),
-            Ok(resp2.len()),
-            "the RESP2 encoding of {frame:?}"
-        );
-    }
+    super::encodings_round_trip(&frame);
     Some(frame)
 }
 
