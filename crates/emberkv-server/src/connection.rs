@@ -81,6 +81,24 @@ pub struct Session {
     pub local: Local,
 }
 
+impl Session {
+    /// The state of a client just registered as `handle`: authenticated
+    /// when the server has no password, outside MULTI, nothing watched.
+    pub fn new(handle: Arc<ClientHandle>, shared: &Shared) -> Session {
+        Session {
+            handle,
+            authed: shared.config.read().requirepass.is_none(),
+            close_after_reply: false,
+            shutdown: false,
+            dirty: false,
+            scratch: Vec::new(),
+            multi: None,
+            watched: cmd::multi::Watched::default(),
+            local: Local::default(),
+        }
+    }
+}
+
 struct Connection {
     shared: Arc<Shared>,
     session: Session,
@@ -94,20 +112,9 @@ struct Connection {
 /// Serves one client until it leaves, is killed, or the server shuts
 /// down; then unregisters it and frees its `maxclients` slot.
 pub async fn serve(stream: Stream, shared: Arc<Shared>, handle: Arc<ClientHandle>, slot: Slot) {
-    let authed = shared.config.read().requirepass.is_none();
     let max_bulk = shared.live.max_bulk.load(Ordering::Relaxed) as usize;
     let mut conn = Connection {
-        session: Session {
-            handle: Arc::clone(&handle),
-            authed,
-            close_after_reply: false,
-            shutdown: false,
-            dirty: false,
-            scratch: Vec::new(),
-            multi: None,
-            watched: cmd::multi::Watched::default(),
-            local: Local::default(),
-        },
+        session: Session::new(Arc::clone(&handle), &shared),
         shared: Arc::clone(&shared),
         inbuf: BytesMut::with_capacity(READ_CHUNK),
         out: Reply::new(),

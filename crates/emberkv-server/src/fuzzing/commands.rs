@@ -18,7 +18,6 @@ use crate::frame::{Frame, Limits};
 use crate::parse::Args;
 use crate::reply::Reply;
 use crate::server::Shared;
-use crate::stats::Local;
 use crate::store::Store;
 
 /// Commands run per input, at most.
@@ -260,17 +259,7 @@ impl<'a> Client<'a> {
         );
         Client {
             shared,
-            session: Session {
-                handle,
-                authed: shared.config.read().requirepass.is_none(),
-                close_after_reply: false,
-                shutdown: false,
-                dirty: false,
-                scratch: Vec::new(),
-                multi: None,
-                watched: cmd::multi::Watched::default(),
-                local: Local::default(),
-            },
+            session: Session::new(handle, shared),
             out: Reply::new(),
             model: Model::default(),
             seen: BTreeSet::new(),
