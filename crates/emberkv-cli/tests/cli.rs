@@ -101,6 +101,21 @@ fn build_segmented_store(dir: &Path) -> TestResult {
     Ok(())
 }
 
+/// [`build_segmented_store`] with one byte flipped in the middle of its
+/// oldest segment (a value byte of a live key); returns that segment's
+/// path and its bytes as damaged.
+fn build_damaged_store(
+    dir: &Path,
+) -> Result<(std::path::PathBuf, Vec<u8>), Box<dyn std::error::Error>> {
+    build_segmented_store(dir)?;
+    let seg = dir.join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&seg, &bytes)?;
+    Ok((seg, bytes))
+}
+
 /// The lines of an export, as a set (exports are in no particular order).
 fn line_set(bytes: &[u8]) -> BTreeSet<String> {
     String::from_utf8_lossy(bytes)
@@ -235,12 +250,7 @@ fn check_passes_a_sound_store() -> TestResult {
 #[test]
 fn check_finds_a_flipped_byte_in_an_older_segment() -> TestResult {
     let dir = tempfile::tempdir()?;
-    build_segmented_store(dir.path())?;
-    let seg = dir.path().join("000000000000.seg");
-    let mut bytes = std::fs::read(&seg)?;
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    std::fs::write(&seg, &bytes)?;
+    let (seg, bytes) = build_damaged_store(dir.path())?;
 
     let out = run(dir.path(), ["check"])?;
     assert_code(&out, 1);
@@ -262,12 +272,7 @@ fn check_finds_a_flipped_byte_in_an_older_segment() -> TestResult {
 #[test]
 fn export_skip_damaged_salvages_every_other_record() -> TestResult {
     let dir = tempfile::tempdir()?;
-    build_segmented_store(dir.path())?;
-    let seg = dir.path().join("000000000000.seg");
-    let mut bytes = std::fs::read(&seg)?;
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    std::fs::write(&seg, &bytes)?;
+    build_damaged_store(dir.path())?;
 
     let out = run(dir.path(), ["export"])?;
     assert_error(&out, "corruption at offset");
