@@ -1,5 +1,6 @@
 //! The synchronisation primitives and background threads of the index,
-//! the log, the flusher and the store, named in one place so that the concurrency tests can swap them.
+//! the log, the flusher and the store, named in one place so that the
+//! concurrency tests can swap them.
 //!
 //! A normal build re-exports `parking_lot`'s mutex and condition variable,
 //! `arc_swap`'s `ArcSwap` and the standard atomics. Built with

@@ -228,7 +228,7 @@ impl Log {
                 page: Arc::clone(&page),
                 records: 0,
             }),
-            pages: ArcSwap::from_pointee(PageList::of(page, segment_bits)),
+            pages: ArcSwap::from_pointee(PageList::from_pages(vec![page], segment_bits)),
             tail: AtomicU64::new(tail),
             flushed: AtomicU64::new(tail),
             durable: AtomicU64::new(tail),
@@ -1001,13 +1001,8 @@ struct PageList {
 }
 
 impl PageList {
-    /// A list of one page, in a store of segments of `1 << segment_bits`
-    /// bytes.
-    fn of(page: Arc<Page>, segment_bits: u32) -> PageList {
-        PageList::from_pages(vec![page], segment_bits)
-    }
-
-    /// The list of `pages` (ascending by address, each within one segment).
+    /// The list of `pages` (ascending by address, each within one segment)
+    /// in a store of segments of `1 << segment_bits` bytes.
     fn from_pages(pages: Vec<Arc<Page>>, segment_bits: u32) -> PageList {
         let starts: Vec<u64> = pages.iter().map(|p| p.start()).collect();
         let segment_firsts = segment_firsts(&starts, segment_bits);
