@@ -1004,7 +1004,15 @@ impl PageList {
     /// The list of `pages` (ascending by address, each within one segment)
     /// in a store of segments of `1 << segment_bits` bytes.
     fn from_pages(pages: Vec<Arc<Page>>, segment_bits: u32) -> PageList {
-        let starts: Vec<u64> = pages.iter().map(|p| p.start()).collect();
+        let starts = pages.iter().map(|p| p.start()).collect();
+        PageList::from_parts(starts, pages, segment_bits)
+    }
+
+    /// The list of `pages` whose starts are `starts`: the copies of a list
+    /// reuse its array of starts instead of loading each page's (a line
+    /// per page, under the append lock).
+    fn from_parts(starts: Vec<u64>, pages: Vec<Arc<Page>>, segment_bits: u32) -> PageList {
+        debug_assert!(starts.iter().copied().eq(pages.iter().map(|p| p.start())));
         let segment_firsts = segment_firsts(&starts, segment_bits);
         PageList {
             starts,
@@ -1024,16 +1032,22 @@ impl PageList {
                 && self.pages.last().is_none_or(|p| p.end() <= page.start()),
             "pages are whole pages within a segment, in address order (see `resident`)"
         );
+        let mut starts = Vec::with_capacity(self.starts.len() + 1);
+        starts.extend_from_slice(&self.starts);
+        starts.push(page.start());
         let mut pages = Vec::with_capacity(self.pages.len() + 1);
         pages.extend_from_slice(&self.pages);
         pages.push(page);
-        PageList::from_pages(pages, self.segment_bits)
+        PageList::from_parts(starts, pages, self.segment_bits)
     }
 
     /// A copy of the list without its oldest page.
     fn without_oldest(&self) -> PageList {
-        let pages = self.pages.get(1..).unwrap_or_default().to_vec();
-        PageList::from_pages(pages, self.segment_bits)
+        PageList::from_parts(
+            self.starts.get(1..).unwrap_or_default().to_vec(),
+            self.pages.get(1..).unwrap_or_default().to_vec(),
+            self.segment_bits,
+        )
     }
 
     /// The resident page holding `addr`, if any.
