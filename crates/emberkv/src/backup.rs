@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::manifest::{self, Retired};
-use crate::storage::sync_dir;
+use crate::storage::{SEGMENT_HEADER_BYTES, sync_dir, write_mark_to};
 
 /// Copies the store in `src` up to log address `upto` (a record boundary
 /// that is durable) into the new store directory `dest`.
@@ -56,6 +56,14 @@ pub(crate) fn copy_prefix(
                 "segment shorter than its durable length during backup",
             ));
         }
+        if seg == last && len >= SEGMENT_HEADER_BYTES {
+            // The header was copied with the mark of a later moment, which
+            // may lie past the bytes copied: the copy's bytes are all
+            // durable once synced below, and no more.
+            for slot in 0..2 {
+                write_mark_to(&to, seg, len, slot)?;
+            }
+        }
         to.flush()?;
         to.sync_all()?;
     }
@@ -72,4 +80,33 @@ pub(crate) fn copy_prefix(
         File::open(dest.join(dictionary))?.sync_all()?;
     }
     sync_dir(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, Options};
+
+    /// The source's durable mark may have moved past the prefix by the
+    /// time its header is copied: the copy must be marked no further than
+    /// its bytes, or its recovery takes the end of the file for damage to
+    /// durable bytes and refuses the backup.
+    #[test]
+    fn a_backup_s_last_segment_is_marked_no_further_than_its_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dest) = (dir.path().join("src"), dir.path().join("dest"));
+        let db = Db::open(&src, Options::default().compaction_garbage(None)).unwrap();
+        db.insert(b"copied", b"1").unwrap();
+        db.sync().unwrap();
+        let core = db.core();
+        let upto = core.log.durable();
+        db.insert(b"later", b"2").unwrap();
+        db.sync().unwrap();
+        core.log.mark_idle(true).unwrap();
+        let retired = core.retired.lock().clone();
+        copy_prefix(&src, &dest, &core.log, &retired, upto).unwrap();
+        let backup = Db::open(&dest, Options::default()).unwrap();
+        assert_eq!(backup.get(b"copied").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(backup.get(b"later").unwrap(), None);
+    }
 }

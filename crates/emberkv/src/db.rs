@@ -457,8 +457,9 @@ impl Db {
     /// Opens the store in directory `path`, creating it if missing, and
     /// recovers it: the index is loaded from its checkpoint when a valid one
     /// exists and rebuilt by replaying the segment files after it (all of
-    /// them without one), and a torn or corrupt tail of the newest segment
-    /// met by that replay is cut off (records a checkpoint covers are read
+    /// them without one), and a torn tail of the newest segment (damage
+    /// past its durable mark) met by that replay is cut off (records a
+    /// checkpoint covers are read
     /// only when the newest segment must be walked to find where its
     /// records end, or the replay after the checkpoint meets damage and
     /// falls back to all of the log: damage there that open does not read
@@ -471,9 +472,9 @@ impl Db {
     ///   has the store open;
     /// - [`Error::InvalidPath`] when `path` exists and is not a directory;
     /// - [`Error::InvalidOptions`] for options out of their documented range;
-    /// - [`Error::Corruption`] for damage recovery cannot cut off (a sealed
-    ///   segment, a missing segment, the meta file, the compression
-    ///   dictionary);
+    /// - [`Error::Corruption`] for damage recovery cannot cut off (in a
+    ///   sealed segment, below the newest segment's durable mark, a missing
+    ///   segment, the meta file, the compression dictionary);
     /// - [`Error::IncompatibleFormat`] for a store of another format version;
     /// - [`Error::Io`] for failed system calls.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -1065,6 +1066,7 @@ impl Db {
             }
         }
         self.core.log.sync_all()?;
+        self.core.log.mark_idle(true)?;
         // Nothing is written after a close: the active segment's file
         // gives back what was allocated ahead of the writes (the sync
         // above created the tail's segment, which cut the one before it).
@@ -1370,13 +1372,16 @@ mod tests {
         db.close().unwrap();
         // The crash: the log cut back to what was durable (segment 0 starts
         // at address 0; its file's length says nothing of that, since it is
-        // allocated ahead of the records), that checkpoint.
-        std::fs::OpenOptions::new()
+        // allocated ahead of the records), with a durable mark no further
+        // (the clean close marked the whole segment), and that checkpoint.
+        let file = std::fs::OpenOptions::new()
             .write(true)
             .open(&segment)
-            .unwrap()
-            .set_len(covered)
             .unwrap();
+        file.set_len(covered).unwrap();
+        for slot in 0..2 {
+            crate::storage::write_mark_to(&file, 0, covered, slot).unwrap();
+        }
         std::fs::write(&checkpoint, crafted).unwrap();
         let db = Db::open(dir.path(), options).unwrap();
         assert_eq!(db.len(), 100);

@@ -82,6 +82,7 @@ fn run(log: &Log, stop: &AtomicBool, interval: Duration) {
         log.stock_pages();
         if Instant::now() >= next_sync {
             let _ = log.sync_all();
+            let _ = log.mark_idle(false);
             next_sync = Instant::now() + interval;
         }
     }

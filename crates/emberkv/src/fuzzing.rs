@@ -13,7 +13,7 @@
 //! | bits | meaning |
 //! |------|---------|
 //! | [`HEADERS`] | each segment part is the segment's records: a valid header (this store, this segment, the previous file's length) goes in front; otherwise a part is the whole file |
-//! | [`CHECKSUMS`] | the trailing CRC32C of `CHECKPOINT` is recomputed, and, unless there is a `CHECKPOINT`, every other checksum the harness can frame (a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
+//! | [`CHECKSUMS`] | the trailing CRC32C of `CHECKPOINT` is recomputed, and, unless there is a `CHECKPOINT`, every other checksum the harness can frame (a raw segment header's and its durable mark slots', each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
 //! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
 //! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
 //! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
@@ -33,7 +33,7 @@ use crate::record::{
     Entry, FLAG_BATCH, FLAG_COMPRESSED, FLAG_DICTIONARY, FLAG_PAD, FLAG_TOMBSTONE, HEADER_BYTES,
     Header, Record, encode_pad,
 };
-use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::storage::{SEGMENT_HEADER_BYTES, Segments, mark_slot};
 use crate::{Db, Error, Options, Result};
 
 /// Flag: each segment part gets a valid segment header in front.
@@ -391,8 +391,16 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
         } else {
             if fix && bytes.len() >= SEGMENT_HEADER_BYTES as usize {
                 let (head, records) = bytes.split_at_mut(SEGMENT_HEADER_BYTES as usize);
-                let crc = crc32c(&head[..60]);
+                // The durable mark's slots (40..56) are outside the
+                // header's checksum and carry their own.
+                let mut unmarked = head[..60].to_vec();
+                unmarked[40..56].fill(0);
+                let crc = crc32c(&unmarked);
                 head[60..].copy_from_slice(&crc.to_le_bytes());
+                for slot in head[40..56].chunks_mut(8) {
+                    let len = u32::from_le_bytes(slot[..4].try_into().expect("4 bytes"));
+                    slot.copy_from_slice(&mark_slot(seg, len));
+                }
                 fix_records(records);
             }
             fs::write(dir.join(storage.file_name(seg)), &bytes)?;

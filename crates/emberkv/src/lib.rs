@@ -100,12 +100,13 @@ pub const MAX_KEY_BYTES: usize = 64 << 10;
 pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// On-disk format version written to the meta file and segment headers.
 /// Version 2 added compressed values (record flags 16 and 32) and the
-/// `DICTIONARY` file; this build reads stores of version 1 too, and
-/// [`Db::open`] marks them version 2 before writing anything, so that a
-/// build that knows only version 1 refuses them
+/// `DICTIONARY` file; version 3 the durable mark in segment headers (see
+/// the README's "Durability contract"). This build reads stores of
+/// versions 1 and 2 too, and [`Db::open`] marks them version 3 before
+/// writing anything, so that an older build refuses them
 /// ([`Error::IncompatibleFormat`]) instead of taking a compressed record
-/// for a torn tail.
-pub const FORMAT_VERSION: u32 = 2;
+/// for a torn tail or a marked header for a damaged one.
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest on-disk format version this build reads.
 pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 

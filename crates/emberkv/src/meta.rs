@@ -174,29 +174,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_version_1_store_is_read_and_upgraded_and_version_3_refused() {
+    fn older_versions_are_read_and_upgraded_and_newer_ones_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let old = Meta {
-            version: 1,
-            segment_bits: 24,
-            hash_seed: 3,
-            store_id: 4,
-        };
-        fs::write(dir.path().join(META_FILE), old.encode()).unwrap();
-        let mut meta = load_or_create(dir.path(), 30).unwrap();
-        assert_eq!(meta, old);
-        upgrade(dir.path(), &mut meta).unwrap();
-        let upgraded = load_or_create(dir.path(), 30).unwrap();
-        assert_eq!(upgraded, Meta { version: 2, ..old });
-        let newer = Meta { version: 3, ..old };
-        fs::write(dir.path().join(META_FILE), newer.encode()).unwrap();
-        assert!(matches!(
-            load_or_create(dir.path(), 30),
-            Err(Error::IncompatibleFormat {
-                found: 3,
-                expected: 2
-            })
-        ));
+        let newest = crate::FORMAT_VERSION;
+        for version in 1..newest {
+            let old = Meta {
+                version,
+                segment_bits: 24,
+                hash_seed: 3,
+                store_id: 4,
+            };
+            fs::write(dir.path().join(META_FILE), old.encode()).unwrap();
+            let mut meta = load_or_create(dir.path(), 30).unwrap();
+            assert_eq!(meta, old);
+            upgrade(dir.path(), &mut meta).unwrap();
+            let upgraded = load_or_create(dir.path(), 30).unwrap();
+            assert_eq!(
+                upgraded,
+                Meta {
+                    version: newest,
+                    ..old
+                }
+            );
+            let newer = Meta {
+                version: newest + 1,
+                ..old
+            };
+            fs::write(dir.path().join(META_FILE), newer.encode()).unwrap();
+            assert!(matches!(
+                load_or_create(dir.path(), 30),
+                Err(Error::IncompatibleFormat { found, expected })
+                    if found == newest + 1 && expected == newest
+            ));
+        }
     }
 
     #[test]

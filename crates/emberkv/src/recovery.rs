@@ -4,10 +4,15 @@
 //! segment in order, in large sequential chunks, applies each record to the
 //! index (a tombstone removes its key), skips pads, and stops at the first
 //! record that fails a check:
-//! - in the newest segment that is a torn or corrupt tail: the file is cut
-//!   there (and the cut fdatasynced), and the log resumes from that address;
-//! - in an older segment it is [`Error::Corruption`] naming the address,
-//!   since a segment is fdatasynced before its successor gets any byte.
+//! - in the newest segment, past its durable mark, that is a torn or
+//!   corrupt tail: the file is cut there (and the cut fdatasynced), and the
+//!   log resumes from that address;
+//! - below the newest segment's durable mark (bytes fdatasynced before the
+//!   mark was written, see [`crate::storage`]), and in an older segment, it
+//!   is [`Error::Corruption`] naming the address, since a segment is
+//!   fdatasynced before its successor gets any byte: records written after
+//!   the damage were acknowledged, and cutting would lose them. A newest
+//!   segment whose file ends below its mark is damage too.
 //!
 //! A newest segment that holds no more than a damaged header (a crash while
 //! creating it) is re-created empty.
@@ -20,7 +25,7 @@ use crate::index::{Index, KeyHasher, shard_of};
 use crate::log::{REHASH_GROUP, fetch_cold, read_cold};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
-use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::storage::{SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
 
 /// Bytes read per sequential read during replay.
 const CHUNK_BYTES: usize = 8 << 20;
@@ -88,7 +93,7 @@ impl Mode<'_> {
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
-/// segment's tail or a missing segment, and, from a checkpoint, when no
+/// segment's tail past its durable mark, or a missing segment, and, from a checkpoint, when no
 /// valid record starts at `from` in a segment with bytes past it (then
 /// nothing is truncated: only a replay of the whole log can tell a torn
 /// tail from a `covered` that is no record boundary), unless `from` is in
@@ -170,8 +175,16 @@ pub(crate) fn replay(
         let prev = prev_end
             .take()
             .filter(|_| seg > 0 && !retired.contains(seg - 1));
-        match (checked, &mode) {
-            (Ok(prev_len), _) => {
+        // Below the durable mark the bytes were fdatasynced: damage there
+        // is no torn tail.
+        let marked = match (checked, &mode) {
+            (
+                Ok(SegmentHeader {
+                    prev_len,
+                    durable_len,
+                }),
+                _,
+            ) => {
                 if let Some(prev) = prev.filter(|&p| p != prev_len) {
                     mode.problem(Error::corruption(
                         storage.segment_start(seg - 1) + prev.min(prev_len),
@@ -182,6 +195,7 @@ pub(crate) fn replay(
                         ),
                     ))?;
                 }
+                start + durable_len
             }
             (Err(Error::Corruption { .. }), Mode::Repair)
                 if seg == newest && end <= start + SEGMENT_HEADER_BYTES =>
@@ -193,7 +207,7 @@ pub(crate) fn replay(
                 mode.problem(e)?;
                 continue;
             }
-        }
+        };
         let mut pos = (start + SEGMENT_HEADER_BYTES).max(from);
         // Records of a batch whose last record has not been read yet.
         let mut batch: Vec<u64> = Vec::new();
@@ -228,8 +242,25 @@ pub(crate) fn replay(
                 Next::Invalid => break true,
             }
         };
-        if torn {
-            let cut = if batch.is_empty() { pos } else { batch_start };
+        let cut = if batch.is_empty() { pos } else { batch_start };
+        if seg == newest && cut < marked {
+            // Rot in synced bytes, or a file cut short: acknowledged
+            // records may follow, so nothing is cut, in either mode.
+            let what = if torn {
+                "invalid record"
+            } else {
+                "end of the file"
+            };
+            mode.problem(Error::corruption(
+                cut,
+                format!(
+                    "{what} below the newest segment's durable mark ({marked}): \
+                     bytes that were fdatasynced, so damage, not a torn tail, \
+                     and recovery does not cut it off"
+                ),
+            ))?;
+            pos = cut;
+        } else if torn {
             if matches!(mode, Mode::Repair)
                 && cut == from
                 && from > start + SEGMENT_HEADER_BYTES

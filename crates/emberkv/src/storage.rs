@@ -13,14 +13,27 @@
 //! | 16     | 8    | segment number                          |
 //! | 24     | 8    | store id (from the store's meta file)   |
 //! | 32     | 8    | length of the previous segment's file   |
-//! | 40     | 20   | reserved, zero                          |
-//! | 60     | 4    | CRC32C of bytes 0..60                   |
+//! | 40     | 8    | durable mark, first slot                |
+//! | 48     | 8    | durable mark, second slot               |
+//! | 56     | 4    | reserved, zero                          |
+//! | 60     | 4    | CRC32C of bytes 0..60, the slots as zeros |
 //!
 //! The byte at file offset `o` of segment `s` holds log address
 //! `s << segment_bits | o`. The previous segment's length (0 for the
 //! first) is known when a segment is created, since the appender never
 //! writes to a segment again once it moved on; recovery checks it, so a
 //! sealed segment cut at a record boundary is detected.
+//!
+//! The durable mark (format version 3) does the same for the segment being
+//! written, which no successor describes yet: a length of the file whose
+//! bytes were all fdatasynced before the mark was written
+//! ([`Segments::write_mark`]), so that recovery can tell damage in bytes
+//! made durable (rot, or a file cut short: never cut off, since acknowledged
+//! records follow) from a torn tail past them. Each slot is the length
+//! (u32, little-endian) and the CRC32C of the segment number and that
+//! length; the writer alternates slots, so that a torn write of one leaves
+//! the other, and the mark is the larger length of the slots that check
+//! (0 without one: headers of versions 1 and 2 hold zeros there).
 //!
 //! Gets read cold records through a read-only shared memory map of each
 //! segment ([`Segments::with_mapped`]): a record already in the OS page
@@ -119,8 +132,44 @@ fn ahead_bytes(segment_size: u64, ahead: Ahead) -> (u64, u64) {
 
 /// Size of a segment file's header, in bytes.
 pub(crate) const SEGMENT_HEADER_BYTES: u64 = 64;
+/// Offset of the durable mark's first slot in the header; each slot is 8
+/// bytes.
+const MARK_AT: usize = 40;
 const SEGMENT_MAGIC: &[u8; 8] = b"EMBERSEG";
 const SEGMENT_SUFFIX: &str = ".seg";
+
+/// What a segment's header records besides its identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentHeader {
+    /// Length of the previous segment's file, in bytes (0 for the first).
+    pub(crate) prev_len: u64,
+    /// Bytes of this segment's file known to have been fdatasynced when
+    /// its durable mark was last written (0 if never).
+    pub(crate) durable_len: u64,
+}
+
+/// The 8 bytes of a durable mark's slot recording `len`: the length and
+/// the CRC32C of the segment number and the length.
+pub(crate) fn mark_slot(seg: u64, len: u32) -> [u8; 8] {
+    let mut covered = [0u8; 12];
+    covered[..8].copy_from_slice(&seg.to_le_bytes());
+    covered[8..].copy_from_slice(&len.to_le_bytes());
+    let mut slot = [0u8; 8];
+    slot[..4].copy_from_slice(&len.to_le_bytes());
+    slot[4..].copy_from_slice(&crate::checksum::crc32c(&covered).to_le_bytes());
+    slot
+}
+
+/// Writes a durable mark of `len` bytes to slot `slot` (0 or 1) of the
+/// header of `file`, the file of segment `seg` (see
+/// [`Segments::write_mark`]); a backup writes both slots of the copy of
+/// its last segment, whose header it copied with a mark that may lie past
+/// the bytes it copied.
+pub(crate) fn write_mark_to(file: &File, seg: u64, len: u64, slot: usize) -> io::Result<()> {
+    debug_assert!(slot < 2);
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    file.write_all_at(&mark_slot(seg, len), (MARK_AT + 8 * slot) as u64)
+}
 
 /// One open segment file.
 pub(crate) struct Segment {
@@ -399,12 +448,12 @@ impl Segments {
     }
 
     /// Checks the header of segment `seg` read from `bytes` and returns
-    /// the previous segment's length it records.
+    /// what it records.
     ///
     /// # Errors
     /// [`Error::Corruption`] naming the segment's first address when the
     /// header does not belong to this segment of this store.
-    pub(crate) fn check_header(&self, seg: u64, bytes: &[u8]) -> Result<u64> {
+    pub(crate) fn check_header(&self, seg: u64, bytes: &[u8]) -> Result<SegmentHeader> {
         let at = self.segment_start(seg);
         if bytes.len() < SEGMENT_HEADER_BYTES as usize {
             return Err(Error::corruption(at, "segment header truncated"));
@@ -412,8 +461,11 @@ impl Segments {
         let prev_len = u64::from_le_bytes(bytes[32..40].try_into().expect("8 bytes"));
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
         let readable = (crate::OLDEST_READABLE_VERSION..=crate::FORMAT_VERSION).contains(&version);
-        if !readable || bytes[..64] != self.header(seg, prev_len, version) {
-            let crc_ok = crate::checksum::crc32c(&bytes[..60]).to_le_bytes() == bytes[60..64];
+        let mut unmarked = [0u8; SEGMENT_HEADER_BYTES as usize];
+        unmarked.copy_from_slice(&bytes[..SEGMENT_HEADER_BYTES as usize]);
+        unmarked[MARK_AT..MARK_AT + 16].fill(0);
+        if !readable || unmarked != self.header(seg, prev_len, version) {
+            let crc_ok = crate::checksum::crc32c(&unmarked[..60]).to_le_bytes() == bytes[60..64];
             if crc_ok && &bytes[..8] == SEGMENT_MAGIC && !readable {
                 return Err(Error::IncompatibleFormat {
                     found: version,
@@ -425,7 +477,31 @@ impl Segments {
                 "segment header is damaged or belongs to another store",
             ));
         }
-        Ok(prev_len)
+        let durable_len = (0..2)
+            .filter_map(|slot| {
+                let at = MARK_AT + 8 * slot;
+                let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+                (bytes[at..at + 8] == mark_slot(seg, len)).then_some(u64::from(len))
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(SegmentHeader {
+            prev_len,
+            durable_len,
+        })
+    }
+
+    /// Records in segment `seg`'s header, in slot `slot` (0 or 1), that its
+    /// first `len` bytes are durable: they must have been fdatasynced
+    /// before this call (the mark itself is durable after the next
+    /// fdatasync of the segment; until then the header holds the older
+    /// mark, which is lower). Lengths past 4 GiB - 1 (the end of the
+    /// largest segment) are recorded as that.
+    ///
+    /// # Errors
+    /// I/O errors of the write.
+    pub(crate) fn write_mark(&self, seg: u64, len: u64, slot: usize) -> Result<()> {
+        Ok(write_mark_to(&self.open(seg)?.file, seg, len, slot)?)
     }
 
     /// Reads into `buf` from log address `addr`; returns the bytes read,

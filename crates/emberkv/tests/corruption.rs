@@ -184,6 +184,49 @@ impl Rec {
     }
 }
 
+/// The CRC32C a segment header keeps at 60..64: of bytes 0..60 with the
+/// durable mark's two slots (40..56) taken as zeros.
+fn header_crc(bytes: &[u8]) -> u32 {
+    let mut h = bytes[..60].to_vec();
+    h[40..56].fill(0);
+    crc32c(&h)
+}
+
+/// The 8 bytes of a durable mark slot of segment `seg` recording `len`:
+/// the length (u32) and the CRC32C of the segment number and the length.
+fn mark_slot(seg: u64, len: u32) -> [u8; 8] {
+    let mut covered = seg.to_le_bytes().to_vec();
+    covered.extend_from_slice(&len.to_le_bytes());
+    let mut slot = [0u8; 8];
+    slot[..4].copy_from_slice(&len.to_le_bytes());
+    slot[4..].copy_from_slice(&crc32c(&covered).to_le_bytes());
+    slot
+}
+
+/// The durable mark of the segment header in `bytes` (segment `seg`): the
+/// larger length of the two slots that check, 0 without one.
+fn mark_of(bytes: &[u8], seg: u64) -> u64 {
+    (0..2)
+        .filter_map(|i| {
+            let at = 40 + 8 * i;
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            (bytes[at..at + 8] == mark_slot(seg, len)).then_some(u64::from(len))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Sets both durable mark slots of segment file `path` (segment `seg`) to
+/// `len`: recovery takes damage below it for rot in durable bytes (an
+/// error), and damage at or past it for a torn tail (cut off). A clean
+/// close marks the whole file; the tests that cut torn tails lower it.
+fn set_mark(path: &Path, seg: u64, len: u64) {
+    let slot = mark_slot(seg, len.try_into().unwrap());
+    let f = OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(&slot, 40).unwrap();
+    f.write_all_at(&slot, 48).unwrap();
+}
+
 /// Parses a whole, undamaged segment file, checking every checksum.
 fn parse_segment(bytes: &[u8], seg: u64, segment_bits: u32) -> Vec<Rec> {
     assert!(
@@ -192,7 +235,7 @@ fn parse_segment(bytes: &[u8], seg: u64, segment_bits: u32) -> Vec<Rec> {
     );
     assert_eq!(&bytes[..8], b"EMBERSEG");
     assert_eq!(
-        crc32c(&bytes[..60]).to_le_bytes(),
+        header_crc(bytes).to_le_bytes(),
         bytes[60..64],
         "segment header checksum"
     );
@@ -539,16 +582,25 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
     cuts.insert(len - 1);
     cuts.insert(len);
 
+    let (seg_bytes, mark) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
     let seg_path = work.join(seg_name(0));
+    let mut refused = 0;
     for (i, &cut) in cuts.iter().enumerate() {
         fs::write(&seg_path, &seg_bytes[..cut as usize]).unwrap();
         drop_checkpoint(seg_path.parent().unwrap());
-        let ctx = format!("newest segment cut at byte {cut} of {len}");
+        let ctx = format!("newest segment cut at byte {cut} of {len} (durable mark {mark})");
         let kept: Vec<&Rec> = recs.iter().filter(|r| r.end() <= cut).collect();
         let expected = replay(kept.iter().copied());
         let tail = kept.last().map_or(SEGMENT_HEADER, |r| r.end());
+        if cut >= SEGMENT_HEADER && tail < mark {
+            // Cut below the mark: the file lost durable bytes.
+            expect_refused(&work, tail, &ctx);
+            assert_eq!(fs::metadata(&seg_path).unwrap().len(), cut, "{ctx}");
+            refused += 1;
+            continue;
+        }
         {
             let db = Db::open(&work, opts()).unwrap_or_else(|e| panic!("{ctx}: open failed: {e}"));
             model.check(&db, &expected, &ctx);
@@ -563,14 +615,52 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
             write_after_recovery(&work, &model, &expected, &ctx);
         }
     }
+    assert!(
+        refused > 0 && refused < cuts.len(),
+        "both sides of the mark"
+    );
+}
+
+/// Lowers the durable mark of the only segment of the store in `dir`
+/// (whose records are `recs`) to the start of its fourth record, so that
+/// damage before it is rot in durable bytes (open refuses it) and damage
+/// at or past it a torn tail (open cuts it off); returns the segment's
+/// bytes and the mark.
+fn lower_mark(dir: &Path, recs: &[Rec]) -> (Vec<u8>, u64) {
+    let path = dir.join(seg_name(0));
+    let mark = recs[3].off;
+    set_mark(&path, 0, mark);
+    let bytes = fs::read(&path).unwrap();
+    assert_eq!(mark_of(&bytes, 0), mark);
+    (bytes, mark)
+}
+
+/// Opens the damaged store in `dir` and requires `Corruption` at `offset`.
+fn expect_refused(dir: &Path, offset: u64, ctx: &str) {
+    match Db::open(dir, opts()) {
+        Err(Error::Corruption { offset: got, .. }) => {
+            assert_eq!(got, offset, "{ctx}: Corruption at the wrong offset");
+        }
+        Err(e) => panic!("{ctx}: expected Corruption at {offset}, got {e:?}"),
+        Ok(db) => panic!(
+            "{ctx}: damage below the durable mark was accepted (opened with {} keys)",
+            db.len()
+        ),
+    }
 }
 
 // ---------------------------------------------------------------- 2. flips
 
-/// What damage at file offset `at` of the newest (only) segment must give.
-fn expect_after_flip(recs: &[Rec], at: u64) -> Option<State> {
+/// What damage at file offset `at` of the newest (only) segment, whose
+/// durable mark `lower_mark` set (both slots), must give: `None` for an
+/// error.
+fn expect_after_flip(recs: &[Rec], at: u64, mark: u64) -> Option<State> {
+    if (40..56).contains(&at) {
+        // A damaged slot of the mark: the other holds the same mark.
+        return Some(replay(recs));
+    }
     if at < SEGMENT_HEADER {
-        return None; // an error
+        return None;
     }
     let hit = recs
         .iter()
@@ -580,7 +670,8 @@ fn expect_after_flip(recs: &[Rec], at: u64) -> Option<State> {
         // A pad's payload is not checksummed: nothing is lost.
         return Some(replay(recs));
     }
-    Some(replay(&recs[..hit]))
+    // Rot in durable bytes: refused.
+    (recs[hit].off >= mark).then(|| replay(&recs[..hit]))
 }
 
 fn flip_and_check(
@@ -595,21 +686,30 @@ fn flip_and_check(
     fs::write(seg_path, pristine_seg).unwrap();
     drop_checkpoint(seg_path.parent().unwrap());
     xor_byte(seg_path, at, mask);
-    let ctx = format!("segment byte {at} xor {mask:#04x}");
-    match (Db::open(work, opts()), expect_after_flip(recs, at)) {
+    let mark = mark_of(pristine_seg, 0);
+    let ctx = format!("segment byte {at} xor {mask:#04x} (durable mark {mark})");
+    match (Db::open(work, opts()), expect_after_flip(recs, at, mark)) {
         (Ok(db), Some(expected)) => {
             model.check(&db, &expected, &ctx);
             db.close().unwrap();
         }
-        (Err(e), None) => assert!(
-            matches!(
-                e,
-                Error::Corruption { .. } | Error::IncompatibleFormat { .. }
-            ),
-            "{ctx}: expected Corruption or IncompatibleFormat, got {e:?}"
-        ),
+        (Err(e), None) => {
+            assert!(
+                matches!(
+                    e,
+                    Error::Corruption { .. } | Error::IncompatibleFormat { .. }
+                ),
+                "{ctx}: expected Corruption or IncompatibleFormat, got {e:?}"
+            );
+            assert_eq!(
+                fs::metadata(seg_path).unwrap().len(),
+                pristine_seg.len() as u64,
+                "{ctx}: a failed open cut the file"
+            );
+        }
         (Ok(db), None) => panic!(
-            "{ctx}: a damaged segment header was accepted (store opened with {} keys)",
+            "{ctx}: a damaged segment header or durable record was accepted (store opened \
+             with {} keys)",
             db.len()
         ),
         (Err(e), Some(expected)) => panic!(
@@ -628,6 +728,7 @@ fn every_byte_flipped_in_a_tiny_store() {
     let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
     let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
     assert_parse_matches(&recs, &model);
+    let (seg_bytes, mark) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
     let seg_path = work.join(seg_name(0));
@@ -655,7 +756,7 @@ fn every_byte_flipped_in_a_tiny_store() {
     fs::write(&seg_path, &seg_bytes).unwrap();
     drop_checkpoint(seg_path.parent().unwrap());
     xor_byte(&seg_path, at, 0x40);
-    let expected = expect_after_flip(&recs, at).unwrap();
+    let expected = expect_after_flip(&recs, at, mark).unwrap();
     write_after_recovery(&work, &model, &expected, &format!("flip at {at}"));
 }
 
@@ -667,6 +768,7 @@ fn flipped_bytes_in_a_200_key_store() {
     let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
     let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
     assert_parse_matches(&recs, &model);
+    let (seg_bytes, _) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
     let seg_path = work.join(seg_name(0));
@@ -704,6 +806,7 @@ fn cuts_and_flips_around_a_pad() {
         .clone();
     assert_eq!(pad.end(), PAGE, "the pad ends the first page");
     let len = seg_bytes.len() as u64;
+    let (seg_bytes, mark) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
     let seg_path = work.join(seg_name(0));
@@ -727,10 +830,14 @@ fn cuts_and_flips_around_a_pad() {
         );
         let kept: Vec<&Rec> = recs.iter().filter(|r| r.end() <= cut).collect();
         let expected = replay(kept.iter().copied());
+        let tail = kept.last().map_or(SEGMENT_HEADER, |r| r.end());
+        if tail < mark {
+            expect_refused(&work, tail, &ctx);
+            continue;
+        }
         let db = Db::open(&work, opts()).unwrap_or_else(|e| panic!("{ctx}: open failed: {e}"));
         model.check(&db, &expected, &ctx);
         db.close().unwrap();
-        let tail = kept.last().map_or(SEGMENT_HEADER, |r| r.end());
         assert_eq!(
             fs::metadata(&seg_path).unwrap().len(),
             tail,
@@ -1129,7 +1236,14 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
     let recs = parse_store(&grown, 20);
     assert_parse_matches(&recs, &model);
     let before_next: State = replay(recs.iter().filter(|r| r.seg < next));
-    let header = fs::read(grown.join(seg_name(next))).unwrap()[..64].to_vec();
+    // The header as created: no durable mark yet.
+    let mut header = fs::read(grown.join(seg_name(next))).unwrap()[..64].to_vec();
+    let marked = header.clone();
+    assert!(
+        mark_of(&marked, next) > SEGMENT_HEADER,
+        "a clean close marks"
+    );
+    header[40..56].fill(0);
     let garbage: Vec<u8> = {
         let mut rng = Rng(11);
         (0..64).map(|_| rng.next() as u8).collect()
@@ -1155,6 +1269,13 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
         db.close().unwrap();
         write_after_recovery_multi(&s, &model, &before_next, &ctx);
     }
+    // Its header alone, marked durable past it: the records were lost.
+    s.reset(&grown);
+    fs::write(s.seg_path(next), &marked).unwrap();
+    s.expect_corruption_at(
+        (next << 20) + SEGMENT_HEADER,
+        "a marked header whose records are gone",
+    );
 }
 
 fn write_after_recovery_multi(s: &MultiStore, model: &Model, expected: &State, ctx: &str) {
@@ -1184,7 +1305,7 @@ fn write_after_recovery_multi(s: &MultiStore, model: &Model, expected: &State, c
 fn damaged_newest_segment_header_with_records_is_an_error() {
     let s = MultiStore::new();
     let newest = s.newest();
-    for at in [0u64, 8, 12, 16, 24, 40, 60] {
+    for at in [0u64, 8, 12, 16, 24, 32, 56, 60] {
         s.reset(&s.pristine);
         xor_byte(&s.seg_path(newest), at, 0x01);
         let before = s.snapshot();
@@ -1210,7 +1331,7 @@ fn damaged_newest_segment_header_with_records_is_an_error() {
 fn set_header_version(path: &Path, version: u32) {
     let mut h = fs::read(path).unwrap()[..64].to_vec();
     h[8..12].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32c(&h[..60]);
+    let crc = header_crc(&h);
     h[60..64].copy_from_slice(&crc.to_le_bytes());
     OpenOptions::new()
         .write(true)
@@ -1273,20 +1394,63 @@ fn flips_in_the_newest_of_several_segments_keep_the_older_ones() {
     let newest = s.newest();
     let recs: Vec<Rec> = s.recs_of(newest).cloned().collect();
     let before_newest: Vec<&Rec> = s.recs.iter().filter(|r| r.seg < newest).collect();
+    // Damage below the durable mark is refused, past it cut off.
+    let mark = recs[recs.len() / 2].off;
+    let marked = s.pristine.with_file_name("marked");
+    copy_dir(&s.pristine, &marked);
+    set_mark(&marked.join(seg_name(newest)), newest, mark);
     let mut rng = Rng(17);
     for (i, r) in recs.iter().enumerate() {
         let at = r.off + rng.below(r.len);
-        s.reset(&s.pristine);
+        s.reset(&marked);
         xor_byte(&s.seg_path(newest), at, 0x20);
-        let ctx = format!("newest segment {newest} byte {at} flipped");
+        let ctx = format!("newest segment {newest} byte {at} flipped (durable mark {mark})");
         let expected = if r.is_pad() && at >= r.off + RECORD_HEADER {
             s.model.state.clone()
+        } else if r.off < mark {
+            s.expect_corruption_at(r.addr, &ctx);
+            continue;
         } else {
             replay(before_newest.iter().copied().chain(&recs[..i]))
         };
         let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
         s.model.check(&db, &expected, &ctx);
         db.close().unwrap();
+    }
+}
+
+/// A mark slot that fails its check leaves the other slot's mark: the
+/// writer alternates slots, so a torn write of one leaves the mark before
+/// it, which is lower (and so still true).
+#[test]
+fn a_damaged_mark_slot_leaves_the_other_slot_s_mark() {
+    let s = MultiStore::new();
+    let newest = s.newest();
+    let recs: Vec<Rec> = s.recs_of(newest).cloned().collect();
+    let (low, high) = (recs[1].off, recs[recs.len() - 2].off);
+    let marked = s.pristine.with_file_name("two-marks");
+    copy_dir(&s.pristine, &marked);
+    let path = marked.join(seg_name(newest));
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&mark_slot(newest, low as u32), 40).unwrap();
+    f.write_all_at(&mark_slot(newest, high as u32), 48).unwrap();
+    drop(f);
+    // A record between the two marks is damaged.
+    let victim = &recs[recs.len() / 2];
+    let before_victim = replay(s.recs.iter().filter(|r| r.addr < victim.addr));
+    for (slot_byte, expect_refusal) in [(None, true), (Some(50), false), (Some(42), true)] {
+        s.reset(&marked);
+        if let Some(at) = slot_byte {
+            xor_byte(&s.seg_path(newest), at, 0x01);
+        }
+        xor_byte(&s.seg_path(newest), victim.off + 3, 0x10);
+        let ctx = format!("slot byte {slot_byte:?} flipped, record at {}", victim.addr);
+        if expect_refusal {
+            s.expect_corruption_at(victim.addr, &ctx);
+        } else {
+            let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            s.model.check(&db, &before_victim, &ctx);
+        }
     }
 }
 

@@ -121,6 +121,30 @@ struct Commit {
 struct FlushCursor {
     /// The segment the flusher wrote to last and has not fdatasynced.
     dirty_segment: Option<u64>,
+    /// The durable mark last written to a segment's header.
+    mark: Mark,
+}
+
+/// Durable bytes by which a segment's durable mark may lag behind what its
+/// fdatasyncs made durable before they write it again (1 MiB): a group
+/// commit of a few KiB then dirties the header's block for one fdatasync
+/// in hundreds, and a background flush of a page for each.
+const MARK_BYTES: u64 = 1 << 20;
+
+/// Longest a segment's durable mark lags behind a smaller gain (1 s): the
+/// next fdatasync after it writes the mark, and an idle log gets a last
+/// one from the flusher ([`Log::mark_idle`]).
+const MARK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A durable mark written to a segment's header (see [`crate::storage`]).
+struct Mark {
+    seg: u64,
+    /// Bytes of the segment's file it records as durable.
+    len: u64,
+    /// The header slot the next mark of this segment goes to.
+    slot: usize,
+    /// When it was written (`None`: not since open).
+    at: Option<Instant>,
 }
 
 /// The hybrid log.
@@ -234,6 +258,12 @@ impl Log {
             durable: AtomicU64::new(tail),
             flush_cursor: Mutex::new(FlushCursor {
                 dirty_segment: None,
+                mark: Mark {
+                    seg,
+                    len: 0,
+                    slot: 0,
+                    at: None,
+                },
             }),
             sealed_lengths: Mutex::new(sealed_lengths),
             pad_bytes: Mutex::new(pad_bytes),
@@ -617,10 +647,68 @@ impl Log {
         }
         let upto = self.flushed.load(Ordering::Acquire);
         if let Some(seg) = cursor.dirty_segment.take() {
+            self.write_mark(&mut cursor.mark, seg, false);
             self.fdatasyncs.fetch_add(1, Ordering::Relaxed);
             self.sync_segment(seg)?;
         }
         self.durable.fetch_max(upto, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes what is durable of segment `seg` to its header's durable mark
+    /// (under the flush lock, before an fdatasync of the segment, which
+    /// makes the mark durable) when that moved at least [`MARK_BYTES`]
+    /// since the last mark, or at all and `now` is set or the last mark is
+    /// [`MARK_INTERVAL`] old. Returns whether it wrote one. A mark that
+    /// cannot be written leaves the older one, which is lower, and so
+    /// still true; the next is tried at the next fdatasync (whose own
+    /// error reports a failing disk).
+    fn write_mark(&self, mark: &mut Mark, seg: u64, now: bool) -> bool {
+        let durable = self.durable.load(Ordering::Acquire);
+        if self.storage.segment_of(durable) != seg {
+            return false;
+        }
+        if mark.seg != seg {
+            *mark = Mark {
+                seg,
+                len: 0,
+                slot: 0,
+                at: None,
+            };
+        }
+        let len = durable - self.storage.segment_start(seg);
+        let old = mark.at.is_none_or(|at| at.elapsed() >= MARK_INTERVAL);
+        if len < mark.len + MARK_BYTES && (len <= mark.len || !(now || old)) {
+            return false;
+        }
+        if self.storage.write_mark(seg, len, mark.slot).is_err() {
+            return false;
+        }
+        mark.len = len;
+        mark.slot ^= 1;
+        mark.at = Some(Instant::now());
+        true
+    }
+
+    /// Brings the durable mark of the tail's segment up to everything
+    /// durable, and fdatasyncs it, when the whole log is durable (writers
+    /// are idle, or `sync` or `close` just ran) and the mark lags behind,
+    /// if `now` is set or the last mark is [`MARK_INTERVAL`] old: the
+    /// flusher calls it after its periodic sync, so that a store that went
+    /// idle gets a mark covering its last records, and `close` with `now`.
+    ///
+    /// # Errors
+    /// The fdatasync's error; it poisons the log.
+    pub(crate) fn mark_idle(&self, now: bool) -> Result<()> {
+        let mut cursor = self.flush_cursor.lock();
+        let durable = self.durable.load(Ordering::Acquire);
+        if self.poisoned.load(Ordering::Relaxed) || durable < self.tail() {
+            return Ok(());
+        }
+        let seg = self.storage.segment_of(durable);
+        if self.write_mark(&mut cursor.mark, seg, now) {
+            self.sync_segment(seg)?;
+        }
         Ok(())
     }
 
@@ -1610,6 +1698,51 @@ pub(crate) mod tests {
         assert!(span_fits(5 << 48, (5 << 48) + MAX_LOG_SPAN));
         assert!(!span_fits(5 << 48, (6 << 48) - 1));
         assert!(span_fits(u64::MAX - 10, u64::MAX));
+    }
+
+    /// The segment's durable mark as its header records it.
+    fn mark_on_disk(log: &Log, seg: u64) -> u64 {
+        let mut header = [0u8; SEGMENT_HEADER_BYTES as usize];
+        let start = log.storage.segment_start(seg);
+        log.storage.read_at(start, &mut header).unwrap();
+        log.storage.check_header(seg, &header).unwrap().durable_len
+    }
+
+    /// Group commits move the durable mark once per [`MARK_BYTES`] made
+    /// durable, never past what an fdatasync made durable before it, and
+    /// `mark_idle` brings it up to everything durable.
+    #[test]
+    fn the_durable_mark_follows_the_synced_bytes_at_most_a_mib_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 26, 64 << 20, 0);
+        let value = vec![3u8; 4000];
+        let mut marks = vec![0];
+        let started = Instant::now();
+        for i in 0..2000u32 {
+            let addr = log.append(&Entry {
+                flags: 0,
+                expires_at: None,
+                key: &i.to_le_bytes(),
+                value: &value,
+            });
+            log.make_durable(addr.unwrap() + 1).unwrap();
+            let mark = mark_on_disk(&log, 0);
+            let durable = log.durable();
+            assert!(mark <= durable, "mark {mark} past the durable {durable}");
+            assert!(
+                durable - mark <= MARK_BYTES + 2 * value.len() as u64,
+                "mark {mark} lags the durable {durable}"
+            );
+            if mark != *marks.last().unwrap() {
+                marks.push(mark);
+            }
+        }
+        // About 8 MB made durable: a mark per MiB, not per group commit
+        // (and one more per second the loop took, the mark's time bound).
+        let seconds = started.elapsed().as_secs() as usize;
+        assert!((6..=9 + seconds).contains(&(marks.len() - 1)), "{marks:?}");
+        log.mark_idle(true).unwrap();
+        assert_eq!(mark_on_disk(&log, 0), log.durable());
     }
 
     /// Regression (attack review, 2026-12-01): a `write_out` that left
