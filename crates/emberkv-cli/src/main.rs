@@ -132,6 +132,19 @@ enum Command {
         #[arg(long)]
         skip_damaged: bool,
     },
+    /// Write every key the segment files still hold, as export lines, to
+    /// FILE or stdout, without opening the store: for a store that open
+    /// refuses as damaged (check names the damage). Records that fail
+    /// their checks are skipped, and the scan goes on after them; each
+    /// damaged byte range is named on stderr (exit 1 if any). A key whose
+    /// newest record was damaged comes back with its previous value, and
+    /// the record after each damaged range is left out too (it may end a
+    /// write batch the damage cut): import the output into a new store and
+    /// review those keys.
+    Salvage {
+        /// The file to write (created or truncated); stdout when absent.
+        file: Option<PathBuf>,
+    },
     /// Insert the records of a JSON Lines export from FILE, or from stdin.
     ///
     /// The whole input is read and checked first (JSON syntax, fields,
@@ -247,6 +260,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_NEGATIVE));
             }
         }
+        Command::Salvage { file } => {
+            if !salvage(store, file.as_deref())? {
+                return Ok(ExitCode::from(EXIT_NEGATIVE));
+            }
+        }
         Command::Import { file } => import(store, file.as_deref())?,
     }
     Ok(ExitCode::SUCCESS)
@@ -356,16 +374,7 @@ fn check(dir: &Path) -> Result<ExitCode> {
 /// returns how many damaged records `skip_damaged` skipped.
 fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
     let db = open(dir)?;
-    let (name, sink): (String, Box<dyn Write>) = match file {
-        Some(path) => (
-            path.display().to_string(),
-            Box::new(
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-            ),
-        ),
-        None => ("stdout".to_owned(), Box::new(io::stdout().lock())),
-    };
-    let mut out = BufWriter::new(sink);
+    let (name, mut out) = output(file)?;
     let (mut count, mut skipped) = (0u64, 0u64);
     for item in db.iter() {
         let (key, value) = match item {
@@ -399,6 +408,54 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
         eprintln!("exported {count} records to {name}");
     }
     Ok(skipped)
+}
+
+/// Where `export` and `salvage` write: `file` (created or truncated), or
+/// stdout; and its name for messages.
+fn output(file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
+    let (name, sink): (String, Box<dyn Write>) = match file {
+        Some(path) => (
+            path.display().to_string(),
+            Box::new(
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+        ),
+        None => ("stdout".to_owned(), Box::new(io::stdout().lock())),
+    };
+    Ok((name, BufWriter::new(sink)))
+}
+
+/// `salvage`: every key the segment files still hold, as export lines, to
+/// `file` or stdout; returns whether nothing was damaged.
+fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
+    require_store(dir)?;
+    let (name, mut out) = output(file)?;
+    let report = emberkv::salvage(dir, |key, value, expires_at_ms| {
+        let record = Record {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            expires_at_ms,
+        };
+        let line = record.to_line().map_err(io::Error::other)?;
+        writeln!(out, "{line}")?;
+        Ok(())
+    })
+    .map_err(|e| store_error(e, "salvage", dir))?;
+    out.flush()
+        .with_context(|| format!("cannot write to {name}"))?;
+    for (addr, len) in &report.damaged {
+        eprintln!("damaged: {len} bytes at log address {addr}, skipped");
+    }
+    eprintln!(
+        "salvaged {} keys to {name} from {} records in {} segment files; {} damaged ranges; \
+         {} records left out as part of a write batch the damage may have cut",
+        report.keys,
+        report.records,
+        report.segments,
+        report.damaged.len(),
+        report.batch_records_dropped
+    );
+    Ok(report.is_whole())
 }
 
 /// `import`: reads and checks every line of `file` (or stdin), then

@@ -64,7 +64,9 @@ impl fmt::Display for CheckReport {
 /// A store whose process died without closing it (and that was not opened
 /// since) reports its newest segment's tail as torn: the records written
 /// last, if they were cut, and with segments of 64 MiB or more the zeros
-/// allocated ahead of the writes, which the next open cuts off.
+/// allocated ahead of the writes, which the next open cuts off. Damage
+/// below the newest segment's durable mark is reported as such: open
+/// refuses it ([`crate::salvage`] gets the other keys out).
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]

@@ -13,10 +13,11 @@
 //! | bits | meaning |
 //! |------|---------|
 //! | [`HEADERS`] | each segment part is the segment's records: a valid header (this store, this segment, the previous file's length) goes in front; otherwise a part is the whole file |
-//! | [`CHECKSUMS`] | the trailing CRC32C of `CHECKPOINT` is recomputed, and, unless there is a `CHECKPOINT`, every other checksum the harness can frame (a raw segment header's and its durable mark slots', each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
+//! | [`CHECKSUMS`] | the trailing CRC32C of `CHECKPOINT` is recomputed, and, unless there is a `CHECKPOINT`, every other checksum the harness can frame (a raw segment header's, each record's from the start of the records on as far as their headers parse, and the trailing CRC32C of `RETIRED`), so mutations reach past the checksums |
 //! | [`WITH_CHECKPOINT`] | the last part is the `CHECKPOINT` file |
 //! | [`WITH_RETIRED`] | the last part left is the `RETIRED` file |
 //! | `FIRST_SEGMENT` (bits 4 and 5) | the number of the first segment file (0 to 3) |
+//! | [`MARKS`] | with [`CHECKSUMS`]: the durable mark slots of raw segment headers get valid checksums |
 //! | [`NEAR_END`] | with [`HEADERS`]: a pad record fills each segment up to [`NEAR_END_ROOM`] bytes before its end, and the part's records follow it, so that they reach the segment's end without a megabyte of input |
 //!
 //! The other parts are segment files with consecutive numbers (at most
@@ -53,6 +54,11 @@ pub const WITH_RETIRED: u8 = 8;
 /// Flag: with [`HEADERS`], each segment part starts [`NEAR_END_ROOM`]
 /// bytes before the segment's end, after a pad record.
 pub const NEAR_END: u8 = 0x40;
+/// Flag: with [`CHECKSUMS`], the durable mark slots of raw segment
+/// headers get valid checksums too (the length each holds is the
+/// input's); without it they count only when the input's own checksum
+/// holds, so most inputs have no mark and reach the cut of torn tails.
+pub const MARKS: u8 = 0x80;
 /// Where a [`NEAR_END`] part starts: this many bytes before the end of its
 /// segment.
 pub const NEAR_END_ROOM: u64 = 256;
@@ -149,6 +155,9 @@ fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
 ///   [`Error::Corruption`] or [`Error::IncompatibleFormat`]; never a
 ///   panic or a hang;
 /// - open fails only when check found a problem;
+/// - [`crate::salvage`] never panics, and on a store `check` finds sound
+///   (opened without an index image) returns exactly what the store
+///   holds;
 /// - without a usable `CHECKPOINT` (which makes open trust an index image
 ///   instead of replaying): every key iteration returns reads back with
 ///   `get`, unless `check` found a value that does not decode; a write
@@ -177,6 +186,7 @@ pub fn recovery(dir: &Path, data: &[u8]) {
         None
     };
     let report = crate::check(dir);
+    let salvaged = salvage_all(dir);
     let db = match Db::open(dir, options()) {
         Ok(db) => db,
         Err(e) => {
@@ -219,6 +229,11 @@ pub fn recovery(dir: &Path, data: &[u8]) {
             return;
         }
     };
+    if let (Ok(report), Some(salvaged)) = (&report, &salvaged)
+        && report.is_sound()
+    {
+        assert_eq!(salvaged, &live, "salvage of a sound store differs from it");
+    }
     db.insert(PROBE_KEY, PROBE_VALUE)
         .expect("a write after open");
     live.insert(PROBE_KEY.to_vec(), PROBE_VALUE.to_vec());
@@ -230,6 +245,30 @@ pub fn recovery(dir: &Path, data: &[u8]) {
     db.close().expect("close after reopen");
     let report = crate::check(dir).expect("check after a clean close");
     assert!(report.is_sound(), "{report}");
+}
+
+/// What [`crate::salvage`] finds in `dir`: every key without an expiry
+/// and its value (`None` when it fails, which only damage to the meta
+/// file, the manifest or the dictionary may make it do; it must never
+/// panic).
+fn salvage_all(dir: &Path) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut keys = BTreeMap::new();
+    let salvaged = crate::salvage(dir, |key, value, expires_at| {
+        if expires_at.is_none() {
+            assert!(keys.insert(key.to_vec(), value.to_vec()).is_none());
+        }
+        Ok(())
+    });
+    match salvaged {
+        Ok(report) => {
+            assert!(report.keys >= keys.len() as u64);
+            Some(keys)
+        }
+        Err(e) => {
+            assert_damage(&e);
+            None
+        }
+    }
 }
 
 /// Lays `data` out again in a directory next to `dir`, without its
@@ -397,9 +436,11 @@ pub fn lay_out(dir: &Path, data: &[u8]) -> Result<bool> {
                 unmarked[40..56].fill(0);
                 let crc = crc32c(&unmarked);
                 head[60..].copy_from_slice(&crc.to_le_bytes());
-                for slot in head[40..56].chunks_mut(8) {
-                    let len = u32::from_le_bytes(slot[..4].try_into().expect("4 bytes"));
-                    slot.copy_from_slice(&mark_slot(seg, len));
+                if flags & MARKS != 0 {
+                    for slot in head[40..56].chunks_mut(8) {
+                        let len = u32::from_le_bytes(slot[..4].try_into().expect("4 bytes"));
+                        slot.copy_from_slice(&mark_slot(seg, len));
+                    }
                 }
                 fix_records(records);
             }

@@ -80,6 +80,7 @@ mod meta;
 mod options;
 mod record;
 mod recovery;
+mod salvage;
 mod stats;
 mod storage;
 mod sync;
@@ -92,6 +93,7 @@ pub use db::Db;
 pub use error::{Error, Result};
 pub use iter::Iter;
 pub use options::Options;
+pub use salvage::{SalvageReport, salvage};
 pub use stats::Stats;
 
 /// Largest key, in bytes (64 KiB).

@@ -31,7 +31,8 @@ use crate::storage::{SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
 const CHUNK_BYTES: usize = 8 << 20;
 
 /// A window of a segment file held in memory during replay.
-struct Chunk {
+#[derive(Default)]
+pub(crate) struct Chunk {
     addr: u64,
     bytes: Vec<u8>,
 }
@@ -41,14 +42,20 @@ impl Chunk {
         addr >= self.addr && addr + len as u64 <= self.addr + self.bytes.len() as u64
     }
 
-    fn slice(&self, addr: u64, len: usize) -> &[u8] {
+    pub(crate) fn slice(&self, addr: u64, len: usize) -> &[u8] {
         let off = (addr - self.addr) as usize;
         &self.bytes[off..off + len]
     }
 
     /// Makes the chunk cover `addr..addr + len`, reading at most up to
     /// `end`. Returns `false` when the file ends first.
-    fn cover(&mut self, storage: &Segments, addr: u64, len: usize, end: u64) -> Result<bool> {
+    pub(crate) fn cover(
+        &mut self,
+        storage: &Segments,
+        addr: u64,
+        len: usize,
+        end: u64,
+    ) -> Result<bool> {
         if self.holds(addr, len) {
             return Ok(true);
         }
@@ -89,7 +96,9 @@ impl Mode<'_> {
 /// Replays the store's segments into `index`, from log address `from` on
 /// (0: the whole log; else a checkpoint's `covered`, a record boundary),
 /// adds the bytes of the pads it passes to `pads` (per segment), and
-/// returns the log tail (the address the next record goes to).
+/// returns the log tail (the address the next record goes to). When
+/// repairing, the newest segment is fdatasynced at the end: everything
+/// below the tail is durable then.
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
@@ -145,10 +154,7 @@ pub(crate) fn replay(
             ))?;
         }
     }
-    let mut chunk = Chunk {
-        addr: 0,
-        bytes: Vec::new(),
-    };
+    let mut chunk = Chunk::default();
     let mut scratch = Vec::new();
     let mut tail = 0;
     // Where the previous segment's records ended (its length), if read.
@@ -300,6 +306,12 @@ pub(crate) fn replay(
         prev_end = (!torn || seg == newest).then_some(pos - start);
         tail = pos;
     }
+    if let Mode::Repair = mode {
+        // A crashed process's last records may be in the page cache only:
+        // replay read them, and the log takes them for durable (the first
+        // durable mark after open records them), so they are made so.
+        storage.sync(newest)?;
+    }
     Ok(tail)
 }
 
@@ -320,10 +332,7 @@ pub(crate) fn for_each_record(
     // records, until the next segment is created.
     let end = start + storage.written_len(seg)?;
     let stop = end.min(start.saturating_add(limit));
-    let mut chunk = Chunk {
-        addr: 0,
-        bytes: Vec::new(),
-    };
+    let mut chunk = Chunk::default();
     let mut pos = start + SEGMENT_HEADER_BYTES;
     while pos < stop {
         match next_record(storage, &mut chunk, pos, end)? {
@@ -344,7 +353,7 @@ pub(crate) fn for_each_record(
 }
 
 /// What replay finds at an address.
-enum Next {
+pub(crate) enum Next {
     /// A pad of this many bytes.
     Pad(u64),
     /// A record whose checksum verified.
@@ -354,7 +363,12 @@ enum Next {
 }
 
 /// Decodes the record at `pos`, reading through `chunk`.
-fn next_record(storage: &Segments, chunk: &mut Chunk, pos: u64, end: u64) -> Result<Next> {
+pub(crate) fn next_record(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    pos: u64,
+    end: u64,
+) -> Result<Next> {
     if !chunk.cover(storage, pos, HEADER_BYTES, end)? {
         return Ok(Next::Invalid);
     }
@@ -528,6 +542,36 @@ mod tests {
             key,
             value,
         }
+    }
+
+    /// After a crash the records replay read may be in the page cache
+    /// only: a repairing replay fdatasyncs the newest segment before the
+    /// log takes them for durable (and marks them so). A replay whose
+    /// fdatasync fails fails.
+    #[test]
+    fn a_repairing_replay_makes_the_records_it_read_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 20, 4 << 20, 0);
+        log.append(&entry(b"k", b"v")).unwrap();
+        log.write_out().unwrap();
+        drop(log);
+        let storage = Segments::new(dir.path(), 20, 1);
+        let (hasher, retired) = (KeyHasher::new(1), Retired::default());
+        let index = Index::with_capacity(64);
+        storage
+            .fail_sync_of
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        let mut pads = HashMap::new();
+        let got = replay(
+            &storage,
+            &retired,
+            &index,
+            &hasher,
+            Mode::Repair,
+            0,
+            &mut pads,
+        );
+        assert!(matches!(got, Err(Error::Io(_))), "{got:?}");
     }
 
     /// A store that crashed idle right after a checkpoint: its `covered` is

@@ -1342,7 +1342,8 @@ fn set_header_version(path: &Path, version: u32) {
 }
 
 /// Rewrites the format version of the meta file and of every segment
-/// header in `dir` to `version`, with their checksums.
+/// header in `dir` to `version`, with their checksums; headers of versions
+/// before 3 get the zeros those versions kept where the durable mark is.
 fn set_format_version(dir: &Path, version: u32) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -1350,23 +1351,45 @@ fn set_format_version(dir: &Path, version: u32) {
         if name.ends_with(".seg") || name == "emberkv.meta" {
             set_header_version(&path, version);
         }
+        if name.ends_with(".seg") && version < 3 {
+            let f = OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(&[0; 16], 40).unwrap();
+        }
     }
 }
 
 #[test]
-fn a_version_1_store_opens_and_is_marked_version_2_before_any_write() {
+fn older_versions_open_and_are_marked_the_current_one_before_any_write() {
     let s = MultiStore::new();
-    s.reset(&s.pristine);
-    set_format_version(&s.work, 1);
-    let model = s.open().expect("a version 1 store opens");
-    drop(model);
-    let meta = fs::read(s.work.join("emberkv.meta")).unwrap();
-    assert_eq!(meta[8..12], FORMAT_VERSION.to_le_bytes(), "meta upgraded");
-    // Its old segments keep their version 1 headers and stay readable.
-    let seg0 = fs::read(s.seg_path(0)).unwrap();
-    assert_eq!(seg0[8..12], 1u32.to_le_bytes());
-    assert!(emberkv::check(&s.work).unwrap().is_sound());
-    s.open().expect("reopens");
+    for version in 1..FORMAT_VERSION {
+        s.reset(&s.pristine);
+        set_format_version(&s.work, version);
+        // Without a mark, damage in the newest segment is a torn tail, as
+        // those versions had it: cut off.
+        let newest = s.newest();
+        let recs: Vec<&Rec> = s.recs_of(newest).collect();
+        let torn = recs[recs.len() / 2];
+        xor_byte(&s.seg_path(newest), torn.off + 2, 0x01);
+        let db = s
+            .open()
+            .unwrap_or_else(|e| panic!("a version {version} store opens: {e}"));
+        let kept = replay(s.recs.iter().filter(|r| r.addr < torn.addr));
+        s.model
+            .check(&db, &kept, &format!("version {version}, torn tail"));
+        drop(db);
+        assert_eq!(
+            fs::metadata(s.seg_path(newest)).unwrap().len(),
+            torn.off,
+            "version {version}: the torn tail is cut"
+        );
+        let meta = fs::read(s.work.join("emberkv.meta")).unwrap();
+        assert_eq!(meta[8..12], FORMAT_VERSION.to_le_bytes(), "meta upgraded");
+        // Its old segments keep their old headers and stay readable.
+        let seg0 = fs::read(s.seg_path(0)).unwrap();
+        assert_eq!(seg0[8..12], version.to_le_bytes());
+        assert!(emberkv::check(&s.work).unwrap().is_sound());
+        s.open().expect("reopens");
+    }
 }
 
 #[test]
@@ -1428,28 +1451,42 @@ fn a_damaged_mark_slot_leaves_the_other_slot_s_mark() {
     let newest = s.newest();
     let recs: Vec<Rec> = s.recs_of(newest).cloned().collect();
     let (low, high) = (recs[1].off, recs[recs.len() - 2].off);
-    let marked = s.pristine.with_file_name("two-marks");
-    copy_dir(&s.pristine, &marked);
-    let path = marked.join(seg_name(newest));
-    let f = OpenOptions::new().write(true).open(&path).unwrap();
-    f.write_all_at(&mark_slot(newest, low as u32), 40).unwrap();
-    f.write_all_at(&mark_slot(newest, high as u32), 48).unwrap();
-    drop(f);
     // A record between the two marks is damaged.
     let victim = &recs[recs.len() / 2];
     let before_victim = replay(s.recs.iter().filter(|r| r.addr < victim.addr));
-    for (slot_byte, expect_refusal) in [(None, true), (Some(50), false), (Some(42), true)] {
-        s.reset(&marked);
-        if let Some(at) = slot_byte {
-            xor_byte(&s.seg_path(newest), at, 0x01);
-        }
-        xor_byte(&s.seg_path(newest), victim.off + 3, 0x10);
-        let ctx = format!("slot byte {slot_byte:?} flipped, record at {}", victim.addr);
-        if expect_refusal {
-            s.expect_corruption_at(victim.addr, &ctx);
-        } else {
-            let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            s.model.check(&db, &before_victim, &ctx);
+    // Either slot may hold the higher mark (a reopened log starts over at
+    // the first).
+    for high_at in [48, 40] {
+        let low_at = 88 - high_at;
+        let marked = s.pristine.with_file_name(format!("two-marks-{high_at}"));
+        copy_dir(&s.pristine, &marked);
+        let path = marked.join(seg_name(newest));
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&mark_slot(newest, low as u32), low_at)
+            .unwrap();
+        f.write_all_at(&mark_slot(newest, high as u32), high_at)
+            .unwrap();
+        drop(f);
+        for (slot_byte, expect_refusal) in [
+            (None, true),
+            (Some(high_at + 2), false),
+            (Some(low_at + 2), true),
+        ] {
+            s.reset(&marked);
+            if let Some(at) = slot_byte {
+                xor_byte(&s.seg_path(newest), at, 0x01);
+            }
+            xor_byte(&s.seg_path(newest), victim.off + 3, 0x10);
+            let ctx = format!(
+                "high mark at {high_at}, slot byte {slot_byte:?} flipped, record at {}",
+                victim.addr
+            );
+            if expect_refusal {
+                s.expect_corruption_at(victim.addr, &ctx);
+            } else {
+                let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                s.model.check(&db, &before_victim, &ctx);
+            }
         }
     }
 }
@@ -2002,5 +2039,80 @@ fn segment_filled_to_its_last_byte_survives_reopen_and_more_writes() {
         let key = format!("c{round}");
         db.insert(key.as_bytes(), key.as_bytes()).unwrap();
         db.close().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- 6. salvage
+
+/// What `emberkv::salvage` returns for the store in `dir`: every key and
+/// value, and the report.
+fn salvaged(dir: &Path) -> (State, emberkv::SalvageReport) {
+    let mut state = State::new();
+    let report = emberkv::salvage(dir, |key, value, expires_at| {
+        assert_eq!(expires_at, None);
+        assert!(
+            state.insert(key.to_vec(), value.to_vec()).is_none(),
+            "key {} salvaged twice",
+            show(key)
+        );
+        Ok(())
+    })
+    .unwrap();
+    (state, report)
+}
+
+/// Salvage of a store that open refuses (damage below the newest
+/// segment's durable mark, damage in a sealed segment) keeps every record
+/// but the damaged one and the one after it (which may belong to a batch
+/// the damage cut), reports the damaged bytes exactly, changes nothing,
+/// and leaves out the zeros allocated ahead of a crashed store's records.
+#[test]
+fn salvage_keeps_every_record_around_damage() {
+    let s = MultiStore::new();
+    s.reset(&s.pristine);
+    let (state, report) = salvaged(&s.work);
+    assert!(state == s.model.state, "salvage of the undamaged store");
+    assert!(report.is_whole(), "{report:?}");
+    assert_eq!(report.keys, s.model.state.len() as u64);
+
+    let newest = s.newest();
+    let not_pad = |r: &&Rec| !r.is_pad();
+    let oldest_rec = s.recs.iter().filter(not_pad).nth(3).unwrap();
+    let newest_rec = s.recs_of(newest).filter(not_pad).nth(1).unwrap();
+    for victim in [oldest_rec, newest_rec] {
+        s.reset(&s.pristine);
+        let path = s.seg_path(victim.seg);
+        xor_byte(&path, victim.off + RECORD_HEADER / 2, 0x40);
+        // Zeros after the newest segment's records, as a crash leaves them.
+        let newest_path = s.seg_path(newest);
+        let len = fs::metadata(&newest_path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&newest_path)
+            .unwrap()
+            .set_len(len + 100_000)
+            .unwrap();
+        let ctx = format!("record at {} damaged", victim.addr);
+        let before = s.snapshot();
+        assert!(s.open().is_err(), "{ctx}: open refuses the store");
+        let (state, report) = salvaged(&s.work);
+        assert!(before == s.snapshot(), "{ctx}: salvage changed the files");
+        assert_eq!(report.damaged, vec![(victim.addr, victim.len)], "{ctx}");
+        // The record after the damaged one is left out: it could end a
+        // batch the damaged record began.
+        let after = s
+            .recs
+            .iter()
+            .filter(not_pad)
+            .find(|r| r.addr > victim.addr && r.seg == victim.seg)
+            .unwrap();
+        assert_eq!(report.batch_records_dropped, 1, "{ctx}");
+        let kept = s
+            .recs
+            .iter()
+            .filter(|r| r.addr != victim.addr && r.addr != after.addr);
+        let expected = replay(kept);
+        assert!(state == expected, "{ctx}: salvaged state differs");
+        assert_eq!(report.keys, expected.len() as u64, "{ctx}");
     }
 }

@@ -214,9 +214,16 @@ fn a_batch_cut_anywhere_is_dropped_whole() {
     let _ = std::fs::remove_file(store.join("CHECKPOINT"));
     let mut whole = std::fs::read(&seg).unwrap();
     // The close marked the whole file durable; a crash mid-write leaves
-    // the mark behind the batch (here: none, both slots zero), or recovery
-    // takes the cut for damage to durable bytes and refuses to open.
-    whole[40..56].fill(0);
+    // the durable mark no further than the batch's start (here: there),
+    // or recovery takes the cut for damage to durable bytes and refuses
+    // to open. A slot: the length (u32) and the CRC32C of the segment
+    // number and the length.
+    let len = u32::try_from(batch_start).unwrap().to_le_bytes();
+    let crc = crc_fast::crc32_iscsi(&[&0u64.to_le_bytes()[..], &len].concat());
+    for slot in [40, 48] {
+        whole[slot..slot + 4].copy_from_slice(&len);
+        whole[slot + 4..slot + 8].copy_from_slice(&crc.to_le_bytes());
+    }
     let batch_end = whole.len() as u64;
     let step = ((batch_end - batch_start) / 97).max(1);
     for cut in (batch_start + 1..batch_end).step_by(step as usize) {
@@ -236,4 +243,40 @@ fn a_batch_cut_anywhere_is_dropped_whole() {
     std::fs::write(&seg, &whole).unwrap();
     let db = Db::open(&store, opts).unwrap();
     assert_eq!(db.get(&batch_key(7, 19)).unwrap(), Some(batch_value(7, 19)));
+}
+
+/// Salvage never keeps part of a batch: damage to one record in its middle
+/// leaves the whole batch out, and keeps the records before and after it.
+#[test]
+fn salvage_leaves_out_a_damaged_batch_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let db = Db::open(&store, Options::default().compaction_garbage(None)).unwrap();
+    db.insert(b"before", b"kept").unwrap();
+    let mut batch = WriteBatch::new();
+    for i in 0..20 {
+        batch.insert(&batch_key(7, i), &batch_value(7, i));
+    }
+    db.apply_batch(&batch).unwrap();
+    db.insert(b"after", b"kept too").unwrap();
+    db.close().unwrap();
+    let seg = store.join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let needle = batch_value(7, 10);
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at] ^= 0x01;
+    std::fs::write(&seg, &bytes).unwrap();
+    let mut got = std::collections::BTreeMap::new();
+    let report = emberkv::salvage(&store, |k, v, _| {
+        got.insert(k.to_vec(), v.to_vec());
+        Ok(())
+    })
+    .unwrap();
+    let keys: Vec<&[u8]> = got.keys().map(Vec::as_slice).collect();
+    assert_eq!(keys, [&b"after"[..], b"before"], "{report:?}");
+    assert_eq!(report.batch_records_dropped, 19, "{report:?}");
+    assert_eq!(report.damaged.len(), 1, "{report:?}");
 }
