@@ -247,6 +247,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.bytes_reclaimed,
                 disk_bytes
             )?;
+            for seg in &report.damaged {
+                eprintln!(
+                    "segment {seg} left in place: one of its records fails its checks (run check)"
+                );
+            }
         }
         Command::Backup { dest } => {
             let db = open(store)?;

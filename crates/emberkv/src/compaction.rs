@@ -27,7 +27,7 @@ use crate::clock;
 use crate::compression::MIN_COMPRESS_BYTES;
 use crate::db::{Core, Current};
 use crate::dictionary::{self, Dictionary};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::{ShardWriter, Slot, shard_of};
 use crate::record::{Entry, FLAG_COMPRESSED, FLAG_DICTIONARY, Record};
 use crate::recovery::for_each_record;
@@ -39,6 +39,13 @@ use crate::storage::SEGMENT_HEADER_BYTES;
 pub struct CompactionReport {
     /// Segments compacted and retired.
     pub segments: usize,
+    /// Segments left in place because a record failed its checks while
+    /// they were compacted (one of theirs, or another key's older record
+    /// that a lookup read): their records before it may have been copied,
+    /// and every live record stays readable but a damaged one. Later
+    /// passes skip them until the store is reopened; `emberkv::check`
+    /// names the damage.
+    pub damaged: Vec<u64>,
     /// Records copied to the tail (values and tombstones).
     pub records_copied: u64,
     /// Bytes of segment files deleted (or scheduled for deletion while an
@@ -62,6 +69,7 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         if core.retired.lock().contains(seg) {
             continue;
         }
+        let damaged = core.damaged_segments.lock().contains(&seg);
         // The records' length: until the next segment's creation cuts it,
         // the file may be allocated ahead of them.
         let len = storage.written_len(seg)?;
@@ -82,7 +90,7 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg) + carried;
         let dead = len.saturating_sub(overhead + live);
         let garbage = dead as f64 / len.max(1) as f64;
-        if dead > 0 && garbage >= min_garbage {
+        if dead > 0 && garbage >= min_garbage && !damaged {
             picked.push((garbage, seg));
         }
     }
@@ -142,10 +150,13 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
         .into_iter()
         .filter(|&s| s >= from && s < active)
     {
-        if core.retired.lock().contains(seg) {
+        if core.retired.lock().contains(seg) || core.damaged_segments.lock().contains(&seg) {
             continue;
         }
-        if rewrite_gain(core, seg)? >= RECOMPRESS_GAIN {
+        let Some(gain) = unless_damaged(core, seg, rewrite_gain(core, seg))? else {
+            continue;
+        };
+        if gain >= RECOMPRESS_GAIN {
             return Ok((compact_segments(core, &[seg], &mut || Ok(()))?, seg + 1));
         }
     }
@@ -196,10 +207,10 @@ fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
         if total >= dictionary::MAX_SAMPLE_BYTES {
             break;
         }
-        if core.retired.lock().contains(seg) {
+        if core.retired.lock().contains(seg) || core.damaged_segments.lock().contains(&seg) {
             continue;
         }
-        for_each_record(storage, seg, 1 << 20, |addr, record| {
+        let sampled = for_each_record(storage, seg, 1 << 20, |addr, record| {
             let value = record.stored_value;
             if total < dictionary::MAX_SAMPLE_BYTES
                 && !record.header.is_compressed()
@@ -210,7 +221,9 @@ fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
                 samples.push(value.to_vec());
             }
             Ok(())
-        })?;
+        });
+        // The samples read before a damaged record are kept.
+        unless_damaged(core, seg, sampled)?;
     }
     if samples.len() < dictionary::MIN_SAMPLES || total < dictionary::MIN_SAMPLE_BYTES {
         return Ok(false);
@@ -299,9 +312,14 @@ fn compact_segments(
             .into_iter()
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
-        let (records, bytes) = compact_segment(core, seg, oldest, on_milestone)?;
-        report.records_copied += records;
-        copied_bytes += bytes;
+        let mut copied = (0, 0);
+        let compacted = compact_segment(core, seg, oldest, &mut copied, on_milestone);
+        report.records_copied += copied.0;
+        copied_bytes += copied.1;
+        if unless_damaged(core, seg, compacted)?.is_none() {
+            report.damaged.push(seg);
+            continue;
+        }
         // The copies, and the records that made the rest garbage, are made
         // durable before the segment goes; it goes at once, so the pass
         // needs free space for one segment's copies, not for all of them
@@ -380,9 +398,25 @@ impl Found {
     }
 }
 
-/// Copies the live records (and needed tombstones) of `seg` to the tail;
-/// returns how many were copied, and their bytes. Calls `on_milestone`
-/// between groups when the log reached a milestone since the last call.
+/// `Ok(None)` for an [`Error::Corruption`] met in segment `seg`, which is
+/// then marked damaged (see `Core::damaged_segments`); other results as
+/// they are.
+fn unless_damaged<T>(core: &Core, seg: u64, result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(Error::Corruption { .. }) => {
+            core.damaged_segments.lock().insert(seg);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies the live records (and needed tombstones) of `seg` to the tail,
+/// adding how many were copied, and their bytes, to `copied` (so that a
+/// pass that fails midway still counts what it copied). Calls
+/// `on_milestone` between groups when the log reached a milestone since
+/// the last call.
 ///
 /// Records are judged and copied in groups, each under the locks of the
 /// shards its keys fall in and with one append: appending record by record,
@@ -392,9 +426,9 @@ fn compact_segment(
     core: &Core,
     seg: u64,
     oldest: bool,
+    copied: &mut (u64, u64),
     on_milestone: &mut dyn FnMut() -> Result<()>,
-) -> Result<(u64, u64)> {
-    let mut copied = (0, 0);
+) -> Result<()> {
     let mut group: Vec<Found> = Vec::new();
     let mut group_bytes = 0;
     let mut milestones = *core.log.milestones.lock();
@@ -412,7 +446,7 @@ fn compact_segment(
         group_bytes += record.header.total_len();
         if group_bytes >= GROUP_BYTES {
             let (records, bytes) = compact_group(core, &group, oldest)?;
-            copied = (copied.0 + records, copied.1 + bytes);
+            *copied = (copied.0 + records, copied.1 + bytes);
             group.clear();
             group_bytes = 0;
             let now = *core.log.milestones.lock();
@@ -424,7 +458,8 @@ fn compact_segment(
         Ok(())
     })?;
     let (records, bytes) = compact_group(core, &group, oldest)?;
-    Ok((copied.0 + records, copied.1 + bytes))
+    *copied = (copied.0 + records, copied.1 + bytes);
+    Ok(())
 }
 
 /// What compaction does with one record of a group.
@@ -627,10 +662,11 @@ mod tests {
     fn compact_only(db: &Db, seg: u64, oldest: bool) -> u64 {
         let core = db.core();
         core.log.sync_all().unwrap();
-        let (copied, _) = compact_segment(core, seg, oldest, &mut || Ok(())).unwrap();
+        let mut copied = (0, 0);
+        compact_segment(core, seg, oldest, &mut copied, &mut || Ok(())).unwrap();
         core.log.sync_all().unwrap();
         core.retire(seg).unwrap();
-        copied
+        copied.0
     }
 
     /// Whether the newest record of `key` stores its value compressed.

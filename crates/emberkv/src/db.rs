@@ -1,7 +1,7 @@
 //! [`Db`]: the public face of the store.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -109,6 +109,11 @@ pub(crate) struct Core {
     pub(crate) compaction_lock: Mutex<()>,
     /// Segments compacted since the store was opened.
     pub(crate) compactions: AtomicU64,
+    /// Sealed segments in which compaction (or sampling) met a record that
+    /// fails its checks since open: left in place, and skipped, so that
+    /// one damaged record does not stop the reclaiming of every other
+    /// segment (`emberkv::check` names the damage).
+    pub(crate) damaged_segments: Mutex<BTreeSet<u64>>,
     /// Bytes of the tombstones compaction appended to each segment since
     /// open: not garbage while the segment is not the oldest (they would
     /// be carried again), so they do not make it a candidate.
@@ -577,6 +582,7 @@ impl Db {
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
+            damaged_segments: Mutex::new(BTreeSet::new()),
             carried_tombstones: Mutex::new(HashMap::new()),
             train_dictionary_at: AtomicU64::new(0),
             iterators: AtomicUsize::new(0),
@@ -992,8 +998,12 @@ impl Db {
     /// [`Options::compaction_garbage`]) does the same for segments past a
     /// garbage threshold, once a second.
     ///
+    /// A segment in which a record fails its checks is left in place (its
+    /// other records stay readable) and named in
+    /// [`CompactionReport::damaged`]; compaction skips it until the store
+    /// is reopened, and goes on with the others.
+    ///
     /// # Errors
-    /// [`Error::Corruption`] when a segment being compacted fails a check;
     /// [`Error::Io`]; as for [`Db::sync`].
     pub fn compact(&self) -> Result<CompactionReport> {
         let storage = self.core.log.storage();
