@@ -29,7 +29,21 @@ pub(crate) fn copy_prefix(
             reason: "backup destination is not empty".into(),
         });
     }
+    // The directories `create_dir_all` makes, deepest first.
+    let created: Vec<&Path> = dest.ancestors().take_while(|d| !d.exists()).collect();
     fs::create_dir_all(dest)?;
+    // Compared once both exist, through symlinks and `..`: a copy inside
+    // the store would be taken for part of it by every later backup, and
+    // go when the store's directory is cleared.
+    if dest.canonicalize()?.starts_with(src.canonicalize()?) {
+        for dir in created {
+            fs::remove_dir(dir)?;
+        }
+        return Err(Error::InvalidPath {
+            path: dest.to_path_buf(),
+            reason: "backup destination is inside the store's directory".into(),
+        });
+    }
     let storage = log.storage();
     let last = storage.segment_of(upto);
     for seg in storage

@@ -1040,7 +1040,8 @@ impl Db {
     /// meanwhile.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] when `dest` is not empty; [`Error::Io`].
+    /// [`Error::InvalidPath`] when `dest` is not empty or lies inside the
+    /// store's directory (nothing is created then); [`Error::Io`].
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
         // Hold compaction off, so no segment is retired while it is copied.
         let _no_compaction = self.core.compaction_lock.lock();

@@ -294,6 +294,19 @@ fn backup_is_a_consistent_store_of_its_own() -> TestResult {
     db.backup(&dest)?;
     db.insert(b"after backup", b"not in the copy")?;
     assert!(matches!(db.backup(&dest), Err(Error::InvalidPath { .. })));
+    // Not inside the store's own directory (a newcomer could), also by a
+    // path through `..`; nothing is left there.
+    let store_name = dir.path().file_name().ok_or("a named store directory")?;
+    let through_dots = dest.join("../..").join(store_name).join("sub/copy");
+    for inside in [dir.path().join("copy"), through_dots] {
+        match db.backup(&inside) {
+            Err(Error::InvalidPath { reason, .. }) => {
+                assert!(reason.contains("inside"), "{reason}")
+            }
+            other => panic!("backup into {}: {other:?}", inside.display()),
+        }
+    }
+    assert!(!dir.path().join("copy").exists() && !dir.path().join("sub").exists());
     let copy = Db::open(&dest, Options::default())?;
     assert_eq!(copy.len(), expected.len());
     for (k, v) in &expected {
