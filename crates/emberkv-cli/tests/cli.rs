@@ -232,6 +232,9 @@ fn stats_reports_the_key_count() -> TestResult {
     assert_eq!(json["expiring_keys"], 0);
     assert_eq!(json["logical_bytes"], 3 * ("a".len() + "value".len()));
     assert!(json["disk_bytes"].as_u64().ok_or("no disk_bytes")? > 0);
+    // Both forms give the same counters.
+    let fields = json.as_object().ok_or("not an object")?.len();
+    assert_eq!(text.lines().count(), fields, "{text}\n{json}");
     Ok(())
 }
 
