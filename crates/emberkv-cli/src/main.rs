@@ -450,19 +450,44 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
     .map_err(|e| store_error(e, "salvage", dir))?;
     out.flush()
         .with_context(|| format!("cannot write to {name}"))?;
-    for (addr, len) in &report.damaged {
-        eprintln!("damaged: {len} bytes at log address {addr}, skipped");
+    for damage in &report.damaged {
+        let key = damage.probable_key.as_deref().map_or(String::new(), |k| {
+            format!(" (its bytes name key {})", show_key(k))
+        });
+        eprintln!(
+            "damaged: {} bytes at log address {}, skipped{key}",
+            damage.len, damage.addr
+        );
+    }
+    for (addr, len) in &report.missing {
+        eprintln!("missing: {len} bytes at log address {addr} (a file missing or cut short)");
+    }
+    for key in &report.left_out {
+        eprintln!(
+            "left out: key {} (its record may belong to a write batch the damage cut)",
+            show_key(key)
+        );
     }
     eprintln!(
-        "salvaged {} keys to {name} from {} records in {} segment files; {} damaged ranges; \
-         {} records left out as part of a write batch the damage may have cut",
+        "salvaged {} keys to {name} from {} records in {} segment files; {} damaged ranges, \
+         {} missing ranges, {} records left out; a key named above comes back with its \
+         previous value, if one remains",
         report.keys,
         report.records,
         report.segments,
         report.damaged.len(),
-        report.batch_records_dropped
+        report.missing.len(),
+        report.left_out.len()
     );
     Ok(report.is_whole())
+}
+
+/// A key for a message: its UTF-8 as a quoted string, else `0x` and hex.
+fn show_key(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(text) => format!("{text:?}"),
+        Err(_) => format!("0x{}", hex::encode(key)),
+    }
 }
 
 /// `import`: reads and checks every line of `file` (or stdin), then

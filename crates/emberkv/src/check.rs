@@ -11,7 +11,7 @@ use crate::log::read_cold;
 use crate::record::Record;
 use crate::recovery::{self, Mode};
 use crate::storage::Segments;
-use crate::{manifest, meta};
+use crate::{checkpoint, manifest, meta};
 
 /// What [`check`] found.
 #[derive(Clone, Debug, Default)]
@@ -96,13 +96,18 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         Dictionary::load(dir, meta.store_id, 1)?,
         storage.segment_size(),
     );
+    // The log must reach what a sound checkpoint records as durable.
+    let claimed = match checkpoint::load(dir, meta.store_id) {
+        Ok(Some(c)) => c.covered,
+        _ => 0,
+    };
     recovery::replay(
         &storage,
         &retired,
         &index,
         &hasher,
         Mode::Check(&mut report),
-        0,
+        recovery::Span { from: 0, claimed },
         &mut std::collections::HashMap::new(),
     )?;
     report.keys = index.len();

@@ -514,7 +514,14 @@ impl Db {
             dictionary,
             storage.segment_size(),
         ));
-        let restored = match checkpoint::load(dir, meta.store_id) {
+        let checkpoint = checkpoint::load(dir, meta.store_id);
+        // What a sound checkpoint of this store records as durable: the log
+        // must hold at least that much, whether the checkpoint is used.
+        let claimed = match &checkpoint {
+            Ok(Some(c)) => c.covered,
+            _ => 0,
+        };
+        let restored = match checkpoint {
             Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
                 let present = storage.list()?;
                 let gone = |seg| retired.contains(seg) || present.binary_search(&seg).is_err();
@@ -529,7 +536,8 @@ impl Db {
         let replay = |index: &Index, from| {
             let mut pads = std::collections::HashMap::new();
             let mode = recovery::Mode::Repair;
-            recovery::replay(&storage, &retired, index, &hasher, mode, from, &mut pads)
+            let span = recovery::Span { from, claimed };
+            recovery::replay(&storage, &retired, index, &hasher, mode, span, &mut pads)
                 .map(|tail| (tail, pads))
         };
         let from_checkpoint = match restored {

@@ -93,7 +93,7 @@ pub use db::Db;
 pub use error::{Error, Result};
 pub use iter::Iter;
 pub use options::Options;
-pub use salvage::{SalvageReport, salvage};
+pub use salvage::{Damage, SalvageReport, salvage};
 pub use stats::Stats;
 
 /// Largest key, in bytes (64 KiB).

@@ -93,16 +93,34 @@ impl Mode<'_> {
     }
 }
 
-/// Replays the store's segments into `index`, from log address `from` on
-/// (0: the whole log; else a checkpoint's `covered`, a record boundary),
-/// adds the bytes of the pads it passes to `pads` (per segment), and
+/// Where a replay starts, and how much log it must find.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Span {
+    /// The log address replay starts at: 0 for the whole log, else a
+    /// checkpoint's `covered` (a record boundary).
+    pub(crate) from: u64,
+    /// The log address below which a sound index checkpoint of this store
+    /// records every record as durable (it is written only once they
+    /// are), whether or not replay starts from it; 0 without one. The log
+    /// must reach it, and damage below it is not a torn tail: a newcomer
+    /// deleted the newest segment file, and open ignored the checkpoint as
+    /// stale and replayed the shorter log, losing 1,691 acknowledged keys
+    /// without a word.
+    pub(crate) claimed: u64,
+}
+
+/// Replays the store's segments into `index`, from log address
+/// `span.from` on (0: the whole log; else a checkpoint's `covered`, a
+/// record boundary), adds the bytes of the pads it passes to `pads` (per segment), and
 /// returns the log tail (the address the next record goes to). When
 /// repairing, the newest segment is fdatasynced at the end: everything
 /// below the tail is durable then.
 ///
 /// # Errors
 /// When repairing: [`Error::Corruption`] for damage outside the newest
-/// segment's tail past its durable mark, or a missing segment, and, from a checkpoint, when no
+/// segment's tail past its durable mark (and past `span.claimed`), a log
+/// that ends below `span.claimed`, or a missing segment, and, from a
+/// checkpoint, when no
 /// valid record starts at `from` in a segment with bytes past it (then
 /// nothing is truncated: only a replay of the whole log can tell a torn
 /// tail from a `covered` that is no record boundary), unless `from` is in
@@ -116,9 +134,10 @@ pub(crate) fn replay(
     index: &Index,
     hasher: &KeyHasher,
     mut mode: Mode<'_>,
-    from: u64,
+    span: Span,
     pads: &mut HashMap<u64, u64>,
 ) -> Result<u64> {
+    let Span { from, claimed } = span;
     let mut segments = storage.list()?;
     // A crash between retiring a segment and deleting its file leaves it.
     for &seg in segments.iter().filter(|&&s| retired.contains(s)) {
@@ -138,6 +157,10 @@ pub(crate) fn replay(
             ))?;
             return Ok(0);
         };
+        if !reaches(storage, storage.segment_start(next), claimed) {
+            mode.problem(lost_below_checkpoint(storage.segment_start(next), claimed))?;
+            return Ok(0);
+        }
         if let Mode::Repair = mode {
             storage.create(next, 0)?;
         }
@@ -204,7 +227,9 @@ pub(crate) fn replay(
                 start + durable_len
             }
             (Err(Error::Corruption { .. }), Mode::Repair)
-                if seg == newest && end <= start + SEGMENT_HEADER_BYTES =>
+                if seg == newest
+                    && end <= start + SEGMENT_HEADER_BYTES
+                    && claimed <= start + SEGMENT_HEADER_BYTES =>
             {
                 storage.create(seg, prev.unwrap_or(0))?;
                 return Ok(start + SEGMENT_HEADER_BYTES);
@@ -249,7 +274,8 @@ pub(crate) fn replay(
             }
         };
         let cut = if batch.is_empty() { pos } else { batch_start };
-        if seg == newest && cut < marked {
+        let checkpointed = claimed.min(start + storage.segment_size());
+        if seg == newest && cut < marked.max(checkpointed) {
             // Rot in synced bytes, or a file cut short: acknowledged
             // records may follow, so nothing is cut, in either mode.
             let what = if torn {
@@ -257,12 +283,17 @@ pub(crate) fn replay(
             } else {
                 "end of the file"
             };
+            let (bound, by) = if cut < marked {
+                (marked, "the newest segment's durable mark")
+            } else {
+                (checkpointed, "the index checkpoint")
+            };
             mode.problem(Error::corruption(
                 cut,
                 format!(
-                    "{what} below the newest segment's durable mark ({marked}): \
-                     bytes that were fdatasynced, so damage, not a torn tail, \
-                     and recovery does not cut it off"
+                    "{what} below {bound}, up to where {by} records the log durable: \
+                     damage, not a torn tail, and recovery does not cut it off \
+                     (salvage gets the other keys out)"
                 ),
             ))?;
             pos = cut;
@@ -306,6 +337,11 @@ pub(crate) fn replay(
         prev_end = (!torn || seg == newest).then_some(pos - start);
         tail = pos;
     }
+    if !reaches(storage, tail, claimed) {
+        // The newest segment ends exactly at its end, and the segment the
+        // checkpoint reaches into is gone.
+        mode.problem(lost_below_checkpoint(tail, claimed))?;
+    }
     if let Mode::Repair = mode {
         // A crashed process's last records may be in the page cache only:
         // replay read them, and the log takes them for durable (the first
@@ -313,6 +349,27 @@ pub(crate) fn replay(
         storage.sync(newest)?;
     }
     Ok(tail)
+}
+
+/// Whether a log ending at `tail` holds everything below `claimed`: a
+/// log that ends at a segment's start resumes after that segment's
+/// header, and a checkpoint taken then (before the segment's file was
+/// created; a crash test found one) names that address.
+fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
+    let at_segment_start = storage.segment_start(storage.segment_of(tail)) == tail;
+    tail >= claimed || (at_segment_start && claimed <= tail + SEGMENT_HEADER_BYTES)
+}
+
+/// The error of a log that ends at `tail`, below `claimed`, where a sound
+/// index checkpoint records it durable.
+fn lost_below_checkpoint(tail: u64, claimed: u64) -> Error {
+    Error::corruption(
+        tail,
+        format!(
+            "the log ends here, but the index checkpoint records it durable up to {claimed}: \
+             a segment file is missing or was cut short (salvage gets the other keys out)"
+        ),
+    )
 }
 
 /// Calls `f` with the address and the verified record of every record of
@@ -568,7 +625,7 @@ mod tests {
             &index,
             &hasher,
             Mode::Repair,
-            0,
+            Span::default(),
             &mut pads,
         );
         assert!(matches!(got, Err(Error::Io(_))), "{got:?}");
@@ -607,7 +664,7 @@ mod tests {
                 &index,
                 &hasher,
                 Mode::Repair,
-                from,
+                Span { from, claimed: 0 },
                 &mut pads,
             )
         };

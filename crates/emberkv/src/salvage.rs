@@ -2,23 +2,35 @@
 //! without opening the store.
 //!
 //! Open refuses a store with damage it cannot cut off (in a sealed segment,
-//! or below the newest segment's durable mark), since the records after the
-//! damage were acknowledged. Salvage reads every segment file in log order
-//! as replay does, and where a record fails its checks it scans on, byte by
-//! byte, to the next offset where a record (or pad) passes them, so the
-//! records after a damaged one are kept. Each key's newest record found
-//! that way wins; its value is then read and decoded.
+//! below the newest segment's durable mark, or a log shorter than its
+//! checkpoint records), since the records after the damage were
+//! acknowledged. Salvage reads every segment file in log order as replay
+//! does (a damaged segment header included: the file's name gives its
+//! place), and where a record fails its checks it goes on after it:
+//! - at the end its header states, when that header still parses and a
+//!   record (or pad, or the end of the file's records) is found there, so
+//!   that only the damaged record is lost;
+//! - else at the next page boundary (every [`PAGE_BYTES`] of log address,
+//!   where the appender starts each page with a record) at which a record
+//!   passes its checks, losing the records in between. Never at an
+//!   arbitrary byte: a value may itself hold bytes that form a valid
+//!   record (a server client can store any bytes), and taking them for one
+//!   would return data never written for its key. The one case left: a
+//!   record larger than a page spans page boundaries, so damage to its
+//!   header lets a record stored inside its value at a boundary pass.
 //!
-//! What it cannot know: the key of a damaged record, and whether the
+//! Each key's newest record found that way wins; its value is then read and
+//! decoded. What salvage cannot know: the key of a damaged record (the key
+//! its header and bytes suggest is reported, unchecked), and whether the
 //! damage cut a write batch (the records around it that may belong to one
-//! are left out, see [`SalvageReport::batch_records_dropped`]). A key
-//! whose newest record was damaged or left out comes back with its value
-//! before that (or, when that record was a tombstone, comes back at all),
-//! so every damaged range is reported, and the salvaged keys belong in a new store (the
-//! command-line tool's `salvage` writes them as `export` lines for
-//! `import`). A record that passes its checks inside damaged bytes is taken
-//! as one (a CRC32C match by chance is a 1 in 2^32 event per offset
-//! scanned, behind a header that must parse first).
+//! are left out and named, see [`SalvageReport::left_out`]). A key whose
+//! newest record was damaged or left out comes back with its value before
+//! that, if one remains (or, when that record was a tombstone, comes back
+//! at all), so the report names all of them, and the salvaged keys belong
+//! in a new store (the command-line tool's `salvage` writes them as
+//! `export` lines for `import`). Log ranges the files should hold but do
+//! not (a missing segment file, a file shorter than its successor's header,
+//! its own durable mark or the checkpoint record) are reported too.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,11 +39,25 @@ use crate::clock::now_ms;
 use crate::compression::{Codec, Compression};
 use crate::dictionary::Dictionary;
 use crate::error::{Error, Result};
+use crate::log::PAGE_BYTES;
 use crate::log::read_cold;
-use crate::record::Record;
+use crate::record::{HEADER_BYTES, Header, Record};
 use crate::recovery::{Chunk, Next, next_record};
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
-use crate::{manifest, meta};
+use crate::{checkpoint, manifest, meta};
+
+/// A range of the log that held no valid record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Damage {
+    /// Log address of its first byte.
+    pub addr: u64,
+    /// Its length, in bytes.
+    pub len: u64,
+    /// The key the damaged record's bytes name, when its header still
+    /// parses: unchecked (the damage may be in the key), for review.
+    pub probable_key: Option<Vec<u8>>,
+}
 
 /// What [`salvage`] found.
 #[derive(Clone, Debug, Default)]
@@ -43,25 +69,31 @@ pub struct SalvageReport {
     pub records: u64,
     /// Live keys passed to the callback.
     pub keys: u64,
-    /// Byte ranges that held no valid record, as (log address, length in
-    /// bytes): damage, including a segment whose header is damaged (its
-    /// whole file). Zeros from a range to the end of a file (room
-    /// allocated ahead of the writes) are not listed.
-    pub damaged: Vec<(u64, u64)>,
-    /// Records that passed their checks but were left out because damage
-    /// may have cut their write batch (a batch is all or nothing, as in
-    /// recovery): the records of a batch read before the damage, and after
-    /// it every record up to and including the first that ends a batch
-    /// (for a store without batches, the first record after each damaged
-    /// range), since a damaged record's flags cannot be trusted to say
-    /// whether it began or continued a batch.
-    pub batch_records_dropped: u64,
+    /// Byte ranges that held no valid record: damage (a damaged segment
+    /// header is its 64 bytes). Zeros from a range to the end of a file
+    /// (room allocated ahead of the writes) are not listed.
+    pub damaged: Vec<Damage>,
+    /// Log ranges, as (log address, length in bytes), that the files
+    /// should hold but do not: a segment file missing between others (not
+    /// retired), a sealed segment's file shorter than the length its
+    /// successor's header records, the newest one shorter than its durable
+    /// mark, a log shorter than what the index checkpoint records durable.
+    pub missing: Vec<(u64, u64)>,
+    /// Keys of records that passed their checks but were left out because
+    /// damage may have cut their write batch (a batch is all or nothing, as
+    /// in recovery): the records of a batch read before the damage, and
+    /// after it every record up to and including the first that ends a
+    /// batch (for a store without batches, the first record after each
+    /// damaged range), since a damaged record's flags cannot be trusted to
+    /// say whether it began or continued a batch.
+    pub left_out: Vec<Vec<u8>>,
 }
 
 impl SalvageReport {
-    /// Whether every byte of every segment file held valid records.
+    /// Whether every byte the store should hold was there and held valid
+    /// records.
     pub fn is_whole(&self) -> bool {
-        self.damaged.is_empty() && self.batch_records_dropped == 0
+        self.damaged.is_empty() && self.missing.is_empty() && self.left_out.is_empty()
     }
 }
 
@@ -103,73 +135,60 @@ pub fn salvage(
     // tombstone.
     let mut newest: HashMap<Vec<u8>, (u64, bool)> = HashMap::new();
     let mut chunk = Chunk::default();
-    for seg in storage
+    let segments: Vec<u64> = storage
         .list()?
         .into_iter()
         .filter(|&s| !retired.contains(s))
-    {
+        .collect();
+    // Where the last segment read starts and where its file ends.
+    let mut prev: Option<(u64, u64)> = None;
+    for (i, &seg) in segments.iter().enumerate() {
         report.segments += 1;
         let start = storage.segment_start(seg);
+        let missing_from = if i == 0 { 0 } else { segments[i - 1] + 1 };
+        if let Some(gap) = retired.first_missing(missing_from, seg) {
+            let from = storage.segment_start(gap);
+            report.missing.push((from, start - from));
+        }
         let end = start + storage.file_len(seg)?.min(storage.segment_size());
-        let header_ok = chunk.cover(&storage, start, SEGMENT_HEADER_BYTES as usize, end)?
-            && storage
+        let header = if chunk.cover(&storage, start, SEGMENT_HEADER_BYTES as usize, end)? {
+            storage
                 .check_header(seg, chunk.slice(start, SEGMENT_HEADER_BYTES as usize))
-                .is_ok();
-        if !header_ok {
-            // Another store's file, or one whose place in the log is
-            // unknown: none of its records can be trusted to be this
-            // segment's.
-            report.damaged.push((start, end - start));
-            continue;
-        }
-        let mut pos = start + SEGMENT_HEADER_BYTES;
-        let mut damaged_from = None;
-        // Records of a batch whose last record has not been read yet.
-        let mut batch: Vec<(Vec<u8>, u64, bool)> = Vec::new();
-        // Set at damage, until a record that ends a batch: the records
-        // read meanwhile may belong to a batch the damage cut (a damaged
-        // record's flags cannot be trusted), so they are left out.
-        let mut cut_batch = false;
-        while pos < end {
-            let len = match next_record(&storage, &mut chunk, pos, end)? {
-                Next::Invalid => {
-                    damaged_from.get_or_insert(pos);
-                    report.batch_records_dropped += batch.len() as u64;
-                    batch.clear();
-                    cut_batch = true;
-                    pos += 1;
-                    continue;
+                .ok()
+        } else {
+            None
+        };
+        match header {
+            Some(h) => {
+                if let Some((prev_start, prev_end)) = prev.filter(|_| seg > 0)
+                    && segments.get(i.wrapping_sub(1)) == Some(&(seg - 1))
+                    && prev_end < prev_start + h.prev_len
+                {
+                    report
+                        .missing
+                        .push((prev_end, prev_start + h.prev_len - prev_end));
                 }
-                Next::Pad(len) => len,
-                Next::Record(header) => {
-                    let len = header.total_len();
-                    report.records += 1;
-                    if cut_batch {
-                        report.batch_records_dropped += 1;
-                        cut_batch = header.continues_batch();
-                    } else {
-                        let record = Record::verified(header, chunk.slice(pos, len));
-                        batch.push((record.key.to_vec(), pos, header.is_tombstone()));
-                        if !header.continues_batch() {
-                            for (key, addr, tombstone) in batch.drain(..) {
-                                newest.insert(key, (addr, tombstone));
-                            }
-                        }
-                    }
-                    len as u64
-                }
-            };
-            if let Some(from) = damaged_from.take() {
-                report.damaged.push((from, pos - from));
             }
-            pos += len;
+            // The file's name gives its place: its records are read all
+            // the same.
+            None => report.damaged.push(Damage {
+                addr: start,
+                len: SEGMENT_HEADER_BYTES.min(end - start),
+                probable_key: None,
+            }),
         }
-        report.batch_records_dropped += batch.len() as u64;
-        if let Some(from) = damaged_from
-            && !zeros_to(&storage, &mut chunk, from, end)?
-        {
-            report.damaged.push((from, end - from));
+        scan_segment(&storage, &mut chunk, seg, end, &mut report, &mut newest)?;
+        let durable = header.map_or(0, |h| start + h.durable_len);
+        if seg == *segments.last().expect("a segment") && end < durable {
+            report.missing.push((end, durable - end));
         }
+        prev = Some((start, end));
+    }
+    let log_end = prev.map_or(0, |(_, end)| end);
+    if let Ok(Some(c)) = checkpoint::load(dir, meta.store_id)
+        && c.covered > log_end
+    {
+        report.missing.push((log_end, c.covered - log_end));
     }
     let mut live: Vec<(u64, Vec<u8>)> = newest
         .into_iter()
@@ -189,7 +208,11 @@ pub fn salvage(
             Ok(()) => {}
             // A frame no compressor wrote behind a valid checksum: damage.
             Err(Error::Corruption { .. }) => {
-                report.damaged.push((addr, header.total_len() as u64));
+                report.damaged.push(Damage {
+                    addr,
+                    len: header.total_len() as u64,
+                    probable_key: Some(key.clone()),
+                });
                 continue;
             }
             Err(e) => return Err(e),
@@ -198,6 +221,100 @@ pub fn salvage(
         report.keys += 1;
     }
     Ok(report)
+}
+
+/// Reads the records of segment `seg`, whose file's bytes end at log
+/// address `end`, into `newest`, going on past damage as the module docs
+/// say, and notes damage and records left out in `report`.
+fn scan_segment(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    seg: u64,
+    end: u64,
+    report: &mut SalvageReport,
+    newest: &mut HashMap<Vec<u8>, (u64, bool)>,
+) -> Result<()> {
+    let mut pos = storage.segment_start(seg) + SEGMENT_HEADER_BYTES;
+    // Records of a batch whose last record has not been read yet.
+    let mut batch: Vec<(Vec<u8>, u64, bool)> = Vec::new();
+    // Set at damage, until a record that ends a batch: the records read
+    // meanwhile may belong to a batch the damage cut (a damaged record's
+    // flags cannot be trusted), so they are left out.
+    let mut cut_batch = false;
+    while pos < end {
+        let len = match next_record(storage, chunk, pos, end)? {
+            Next::Invalid => {
+                report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+                cut_batch = true;
+                let (resume, probable_key) = resume_after(storage, chunk, pos, end)?;
+                if resume >= end && zeros_to(storage, chunk, pos, end)? {
+                    // Room allocated ahead of the records, not damage.
+                    break;
+                }
+                report.damaged.push(Damage {
+                    addr: pos,
+                    len: resume - pos,
+                    probable_key,
+                });
+                pos = resume;
+                continue;
+            }
+            Next::Pad(len) => len,
+            Next::Record(header) => {
+                let len = header.total_len();
+                let record = Record::verified(header, chunk.slice(pos, len));
+                report.records += 1;
+                if cut_batch {
+                    report.left_out.push(record.key.to_vec());
+                    cut_batch = header.continues_batch();
+                } else {
+                    batch.push((record.key.to_vec(), pos, header.is_tombstone()));
+                    if !header.continues_batch() {
+                        for (key, addr, tombstone) in batch.drain(..) {
+                            newest.insert(key, (addr, tombstone));
+                        }
+                    }
+                }
+                len as u64
+            }
+        };
+        pos += len;
+    }
+    report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+    Ok(())
+}
+
+/// Where reading goes on after the record at `pos` failed its checks (see
+/// the module docs), and the key its bytes name when its header parses.
+fn resume_after(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    pos: u64,
+    end: u64,
+) -> Result<(u64, Option<Vec<u8>>)> {
+    let mut probable_key = None;
+    if chunk.cover(storage, pos, HEADER_BYTES, end)?
+        && let Ok(header) = Header::parse(chunk.slice(pos, HEADER_BYTES), pos)
+    {
+        let stated = pos + header.total_len() as u64;
+        let key_at = pos + (header.total_len() - header.key_len - header.value_len) as u64;
+        if !header.is_pad() && chunk.cover(storage, key_at, header.key_len, end)? {
+            probable_key = Some(chunk.slice(key_at, header.key_len).to_vec());
+        }
+        if stated == end
+            || (stated < end && !matches!(next_record(storage, chunk, stated, end)?, Next::Invalid))
+        {
+            return Ok((stated, probable_key));
+        }
+    }
+    let mut boundary = (pos / PAGE_BYTES as u64 + 1) * PAGE_BYTES as u64;
+    while boundary < end {
+        if !matches!(next_record(storage, chunk, boundary, end)?, Next::Invalid) {
+            return Ok((boundary, probable_key));
+        }
+        boundary += PAGE_BYTES as u64;
+    }
+    Ok((end, probable_key))
 }
 
 /// Whether the bytes from `from` to `end` are all zeros.

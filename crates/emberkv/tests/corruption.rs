@@ -2062,10 +2062,12 @@ fn salvaged(dir: &Path) -> (State, emberkv::SalvageReport) {
 }
 
 /// Salvage of a store that open refuses (damage below the newest
-/// segment's durable mark, damage in a sealed segment) keeps every record
-/// but the damaged one and the one after it (which may belong to a batch
-/// the damage cut), reports the damaged bytes exactly, changes nothing,
-/// and leaves out the zeros allocated ahead of a crashed store's records.
+/// segment's durable mark, damage in a sealed segment) reports the damaged
+/// bytes exactly and changes nothing. Damage in a record's body costs that
+/// record and the one after it (which may end a batch the damage cut) and
+/// names the damaged record's key; damage to its length goes on at the
+/// next page boundary, which in these 1 MiB segments is the segment's end.
+/// The zeros allocated ahead of a crashed store's records are no damage.
 #[test]
 fn salvage_keeps_every_record_around_damage() {
     let s = MultiStore::new();
@@ -2079,10 +2081,20 @@ fn salvage_keeps_every_record_around_damage() {
     let not_pad = |r: &&Rec| !r.is_pad();
     let oldest_rec = s.recs.iter().filter(not_pad).nth(3).unwrap();
     let newest_rec = s.recs_of(newest).filter(not_pad).nth(1).unwrap();
-    for victim in [oldest_rec, newest_rec] {
+    for (victim, in_length) in [
+        (oldest_rec, false),
+        (newest_rec, false),
+        (oldest_rec, true),
+        (newest_rec, true),
+    ] {
         s.reset(&s.pristine);
         let path = s.seg_path(victim.seg);
-        xor_byte(&path, victim.off + RECORD_HEADER / 2, 0x40);
+        let at = if in_length {
+            victim.off + 12
+        } else {
+            victim.off + victim.len - 1
+        };
+        xor_byte(&path, at, 0x40);
         // Zeros after the newest segment's records, as a crash leaves them.
         let newest_path = s.seg_path(newest);
         let len = fs::metadata(&newest_path).unwrap().len();
@@ -2092,27 +2104,191 @@ fn salvage_keeps_every_record_around_damage() {
             .unwrap()
             .set_len(len + 100_000)
             .unwrap();
-        let ctx = format!("record at {} damaged", victim.addr);
+        let ctx = format!("record at {} damaged at byte {at}", victim.addr);
         let before = s.snapshot();
         assert!(s.open().is_err(), "{ctx}: open refuses the store");
         let (state, report) = salvaged(&s.work);
         assert!(before == s.snapshot(), "{ctx}: salvage changed the files");
-        assert_eq!(report.damaged, vec![(victim.addr, victim.len)], "{ctx}");
-        // The record after the damaged one is left out: it could end a
-        // batch the damaged record began.
-        let after = s
-            .recs
-            .iter()
-            .filter(not_pad)
-            .find(|r| r.addr > victim.addr && r.seg == victim.seg)
-            .unwrap();
-        assert_eq!(report.batch_records_dropped, 1, "{ctx}");
-        let kept = s
-            .recs
-            .iter()
-            .filter(|r| r.addr != victim.addr && r.addr != after.addr);
-        let expected = replay(kept);
+        assert!(report.missing.is_empty(), "{ctx}: {:?}", report.missing);
+        let damaged: Vec<(u64, u64)> = report.damaged.iter().map(|d| (d.addr, d.len)).collect();
+        let lost: Vec<&Rec> = if in_length {
+            // Up to the file's end, or the segment's (1 MiB).
+            let end = fs::metadata(&path).unwrap().len().min(1 << 20);
+            assert_eq!(damaged, vec![(victim.addr, end - victim.off)], "{ctx}");
+            assert!(report.left_out.is_empty(), "{ctx}");
+            s.recs
+                .iter()
+                .filter(|r| r.seg == victim.seg && r.addr >= victim.addr)
+                .collect()
+        } else {
+            assert_eq!(damaged, vec![(victim.addr, victim.len)], "{ctx}");
+            assert_eq!(
+                report.damaged[0].probable_key.as_deref(),
+                Some(&victim.key[..]),
+                "{ctx}: the key the damaged record's bytes name"
+            );
+            let after = s
+                .recs
+                .iter()
+                .filter(not_pad)
+                .find(|r| r.addr > victim.addr && r.seg == victim.seg)
+                .unwrap();
+            assert_eq!(report.left_out, vec![after.key.clone()], "{ctx}");
+            vec![victim, after]
+        };
+        let expected = replay(
+            s.recs
+                .iter()
+                .filter(|r| !lost.iter().any(|l| l.addr == r.addr)),
+        );
         assert!(state == expected, "{ctx}: salvaged state differs");
         assert_eq!(report.keys, expected.len() as u64, "{ctx}");
+    }
+}
+
+/// Past a damaged record length, salvage goes on at the next page
+/// boundary, where the appender started a page with a record, never at an
+/// arbitrary byte (a value may hold bytes that form a valid record).
+#[test]
+fn salvage_goes_on_at_the_next_page_past_a_damaged_length() {
+    let root = scratch();
+    let store = root.path().join("store");
+    let model = build_two_page_store(&store);
+    let seg_bytes = fs::read(store.join(seg_name(0))).unwrap();
+    let recs = parse_segment(&seg_bytes, 0, segment_bits(&store));
+    assert_parse_matches(&recs, &model);
+    let victim = &recs[2];
+    assert!(victim.end() < PAGE && !victim.is_pad());
+    xor_byte(&store.join(seg_name(0)), victim.off + 12, 0x40);
+    let (state, report) = salvaged(&store);
+    let damaged: Vec<(u64, u64)> = report.damaged.iter().map(|d| (d.addr, d.len)).collect();
+    assert_eq!(damaged, vec![(victim.addr, PAGE - victim.off)]);
+    let resumed = recs
+        .iter()
+        .find(|r| r.off == PAGE)
+        .expect("a record starts the second page");
+    assert_eq!(report.left_out, vec![resumed.key.clone()]);
+    let expected = replay(
+        recs.iter()
+            .filter(|r| (r.off < victim.off || r.off > PAGE) && !r.is_pad()),
+    );
+    assert!(state == expected, "salvaged state differs");
+}
+
+/// Files missing or cut short (a newcomer's walkthrough): open refuses
+/// them when anything records the lost bytes as durable (the checkpoint a
+/// clean close leaves, the next segment's header, the durable mark), and
+/// salvage names the missing log ranges instead of calling the store
+/// whole.
+#[test]
+fn missing_files_are_refused_by_open_and_named_by_salvage() {
+    let s = MultiStore::new();
+    let newest = s.newest();
+    let older = s.segs[s.segs.len() - 2];
+    let missing = |ctx: &str| {
+        let (_, report) = salvaged(&s.work);
+        assert!(!report.missing.is_empty(), "{ctx}: {report:?}");
+        report.missing
+    };
+    // The newest segment deleted, or cut to less than its header, with
+    // the checkpoint a clean close left: open used to replay the shorter
+    // log and call it sound.
+    for (what, cut) in [("deleted", None), ("cut to 30 bytes", Some(30))] {
+        s.reset_keeping_checkpoint();
+        match cut {
+            None => fs::remove_file(s.seg_path(newest)).unwrap(),
+            Some(len) => fs::write(
+                s.seg_path(newest),
+                &fs::read(s.seg_path(newest)).unwrap()[..len],
+            )
+            .unwrap(),
+        }
+        let ctx = format!("newest segment {what}");
+        match s.open() {
+            // Deleted: only the checkpoint tells; cut short: the header.
+            Err(Error::Corruption { reason, .. }) => assert!(
+                cut.is_some() || reason.contains("checkpoint"),
+                "{ctx}: {reason}"
+            ),
+            other => panic!(
+                "{ctx}: expected Corruption, got {:?}",
+                other.map(|db| db.len())
+            ),
+        }
+        assert!(!emberkv::check(&s.work).unwrap().is_sound(), "{ctx}");
+        missing(&ctx);
+    }
+    // A sealed segment cut at a record boundary, and one deleted.
+    s.reset(&s.pristine);
+    let recs: Vec<&Rec> = s.recs_of(older).collect();
+    let cut = recs[recs.len() / 2].off;
+    OpenOptions::new()
+        .write(true)
+        .open(s.seg_path(older))
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    let len = fs::metadata(s.pristine.join(seg_name(older)))
+        .unwrap()
+        .len();
+    assert_eq!(
+        missing("sealed segment cut"),
+        vec![((older << 20) + cut, len - cut)]
+    );
+    s.reset(&s.pristine);
+    fs::remove_file(s.seg_path(older)).unwrap();
+    assert_eq!(
+        missing("sealed segment deleted"),
+        vec![(older << 20, 1 << 20)]
+    );
+}
+
+/// A value may hold bytes that form a valid record (any client of the
+/// server can store such a value): when the record holding it is damaged,
+/// salvage must not take those bytes for a record of the log, which would
+/// return a value never written for its key (found by a newcomer's
+/// walkthrough, with the damage in the holding record's checksum).
+#[test]
+fn salvage_never_takes_a_record_stored_inside_a_value() {
+    let root = scratch();
+    let store = root.path().join("store");
+    // Valid records as the log encodes them: a decoy (the first record
+    // after damage is left out anyway), then one of key `victim`.
+    let encode = |key: &[u8], value: &[u8]| {
+        let mut record = vec![0u8; 16];
+        record[8..12].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        record[12..16].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        record.extend_from_slice(key);
+        record.extend_from_slice(value);
+        let crc = crc32c(&record[4..]);
+        record[..4].copy_from_slice(&crc.to_le_bytes());
+        record
+    };
+    let key = b"victim";
+    let mut carrier = b"some bytes, then records: ".to_vec();
+    carrier.extend_from_slice(&encode(b"decoy", b"d"));
+    carrier.extend_from_slice(&encode(key, b"INJECTED, never written"));
+    {
+        let db = Db::open(&store, opts()).unwrap();
+        db.insert(key, b"the real value").unwrap();
+        db.insert(b"carrier", &carrier).unwrap();
+        db.insert(b"after", b"kept").unwrap();
+        db.close().unwrap();
+    }
+    let seg = store.join(seg_name(0));
+    let bytes = fs::read(&seg).unwrap();
+    let recs = parse_segment(&bytes, 0, segment_bits(&store));
+    let holder = recs.iter().find(|r| r.key == b"carrier").unwrap();
+    // Its checksum, then its value's length.
+    for at in [holder.off, holder.off + 12] {
+        fs::write(&seg, &bytes).unwrap();
+        xor_byte(&seg, at, 0x01);
+        let (state, report) = salvaged(&store);
+        assert_eq!(
+            state.get(&key[..]).map(Vec::as_slice),
+            Some(&b"the real value"[..]),
+            "byte {at} flipped: {report:?}"
+        );
+        assert!(!state.contains_key(&b"carrier"[..]));
     }
 }
