@@ -294,9 +294,19 @@ fn open(dir: &Path) -> Result<Db> {
     open_or_create(dir)
 }
 
-/// Opens the store in `dir`, creating it when the directory holds none.
+/// Opens the store in `dir`, creating it when the directory holds none;
+/// says on stderr when the open cut a torn tail off.
 fn open_or_create(dir: &Path) -> Result<Db> {
-    Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))
+    let db = Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))?;
+    let torn = db.stats()?.torn_bytes_cut;
+    if torn > 0 {
+        eprintln!(
+            "warning: opening {} cut {torn} bytes of a torn write off its newest segment \
+             (records the last crash left unfinished, or damage past the durable mark)",
+            dir.display()
+        );
+    }
+    Ok(db)
 }
 
 /// Fails unless `dir` holds an emberkv store.

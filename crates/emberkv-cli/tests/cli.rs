@@ -347,6 +347,31 @@ fn salvage_exports_a_store_that_open_refuses() -> TestResult {
     Ok(())
 }
 
+/// A torn write past the durable mark is cut off at open, as documented,
+/// and the command says so on stderr instead of going on silently.
+#[test]
+fn an_open_that_cuts_a_torn_tail_warns() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path();
+    assert_code(&run(store, ["insert", "kept", "value"])?, 0);
+    let seg = store.join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    bytes.extend_from_slice(&[0x5a; 40]);
+    std::fs::write(&seg, &bytes)?;
+    std::fs::remove_file(store.join("CHECKPOINT"))?;
+    let out = run(store, ["get", "kept"])?;
+    assert_code(&out, 0);
+    assert_eq!(out.stdout, b"value");
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: opening") && err.contains("cut 40 bytes"),
+        "{err}"
+    );
+    let again = run(store, ["get", "kept"])?;
+    assert!(stderr(&again).is_empty(), "{}", stderr(&again));
+    Ok(())
+}
+
 #[test]
 fn export_import_export_reproduces_every_record() -> TestResult {
     let dir = tempfile::tempdir()?;

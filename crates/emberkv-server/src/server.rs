@@ -187,6 +187,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
         store.db().len(),
         opened.elapsed().as_secs_f64()
     );
+    if let Ok(stats) = store.db().stats()
+        && stats.torn_bytes_cut > 0
+    {
+        warning!(
+            "Opening the store cut {} bytes of a torn write off its newest segment \
+             (records the last crash left unfinished, or damage past the durable mark)",
+            stats.torn_bytes_cut
+        );
+    }
 
     let store = runtime.block_on(serve(config, store, tcp, threads))?;
     let store = match store {

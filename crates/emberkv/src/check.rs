@@ -108,7 +108,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         &hasher,
         Mode::Check(&mut report),
         recovery::Span { from: 0, claimed },
-        &mut std::collections::HashMap::new(),
+        &mut recovery::Replayed::default(),
     )?;
     report.keys = index.len();
     let mut scratch = Vec::new();

@@ -109,6 +109,9 @@ pub(crate) struct Core {
     pub(crate) compaction_lock: Mutex<()>,
     /// Segments compacted since the store was opened.
     pub(crate) compactions: AtomicU64,
+    /// Bytes of a torn tail the open cut off the newest segment (see
+    /// [`Stats::torn_bytes_cut`]).
+    pub(crate) torn_bytes_cut: u64,
     /// Sealed segments in which compaction (or sampling) met a record that
     /// fails its checks since open: left in place, and skipped, so that
     /// one damaged record does not stop the reclaiming of every other
@@ -531,14 +534,15 @@ impl Db {
             }
             _ => None,
         };
-        // Pads replay passes (from a checkpoint on, it misses older ones:
-        // compaction then overestimates those segments' garbage, once).
+        // Bytes of a torn tail cut off, by whichever replay cut them.
+        let torn = std::cell::Cell::new(0);
         let replay = |index: &Index, from| {
-            let mut pads = std::collections::HashMap::new();
+            let mut found = recovery::Replayed::default();
             let mode = recovery::Mode::Repair;
             let span = recovery::Span { from, claimed };
-            recovery::replay(&storage, &retired, index, &hasher, mode, span, &mut pads)
-                .map(|tail| (tail, pads))
+            let tail = recovery::replay(&storage, &retired, index, &hasher, mode, span, &mut found);
+            torn.set(torn.get() + found.torn_bytes);
+            tail.map(|tail| (tail, found.pads))
         };
         let from_checkpoint = match restored {
             Some((index, from)) => match replay(&index, from) {
@@ -590,6 +594,7 @@ impl Db {
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
+            torn_bytes_cut: torn.get(),
             damaged_segments: Mutex::new(BTreeSet::new()),
             carried_tombstones: Mutex::new(HashMap::new()),
             train_dictionary_at: AtomicU64::new(0),
@@ -996,6 +1001,7 @@ impl Db {
             self.core.log.cache.counters(),
             self.core.compactions.load(Ordering::Relaxed),
             self.core.log.commit_counts(),
+            self.core.torn_bytes_cut,
         ))
     }
 

@@ -109,9 +109,23 @@ pub(crate) struct Span {
     pub(crate) claimed: u64,
 }
 
+/// What a replay found besides the index and the tail.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    /// Bytes of pad records in each segment passed (from a checkpoint on,
+    /// the pads before it are missed: compaction then overestimates those
+    /// segments' garbage, once).
+    pub(crate) pads: HashMap<u64, u64>,
+    /// Bytes a repairing replay cut off the newest segment as a torn tail,
+    /// up to the last byte that is not zero (zeros are room allocated or
+    /// written ahead of the records, which every crash leaves): a record
+    /// torn by a crash, or damage past the durable mark.
+    pub(crate) torn_bytes: u64,
+}
+
 /// Replays the store's segments into `index`, from log address
 /// `span.from` on (0: the whole log; else a checkpoint's `covered`, a
-/// record boundary), adds the bytes of the pads it passes to `pads` (per segment), and
+/// record boundary), notes what it found besides in `found`, and
 /// returns the log tail (the address the next record goes to). When
 /// repairing, the newest segment is fdatasynced at the end: everything
 /// below the tail is durable then.
@@ -135,7 +149,7 @@ pub(crate) fn replay(
     hasher: &KeyHasher,
     mut mode: Mode<'_>,
     span: Span,
-    pads: &mut HashMap<u64, u64>,
+    found: &mut Replayed,
 ) -> Result<u64> {
     let Span { from, claimed } = span;
     let mut segments = storage.list()?;
@@ -250,7 +264,7 @@ pub(crate) fn replay(
             match next_record(storage, &mut chunk, pos, end)? {
                 Next::Pad(_) if !batch.is_empty() => break true,
                 Next::Pad(len) => {
-                    *pads.entry(seg).or_default() += len;
+                    *found.pads.entry(seg).or_default() += len;
                     pos += len;
                 }
                 Next::Record(header) => {
@@ -318,7 +332,10 @@ pub(crate) fn replay(
                 ));
             }
             match &mut mode {
-                Mode::Repair if seg == newest => storage.truncate(seg, cut)?,
+                Mode::Repair if seg == newest => {
+                    found.torn_bytes = nonzero_bytes(storage, &mut chunk, cut, end)?;
+                    storage.truncate(seg, cut)?;
+                }
                 Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
                     cut,
                     format!(
@@ -454,6 +471,23 @@ pub(crate) fn next_record(
         Ok(_) => Next::Record(header),
         Err(_) => Next::Invalid,
     })
+}
+
+/// Bytes from `from` up to the last byte before `end` that is not zero.
+fn nonzero_bytes(storage: &Segments, chunk: &mut Chunk, from: u64, end: u64) -> Result<u64> {
+    let mut last = from;
+    let mut at = from;
+    while at < end {
+        let len = (end - at).min(CHUNK_BYTES as u64) as usize;
+        if !chunk.cover(storage, at, len, end)? {
+            break;
+        }
+        if let Some(i) = chunk.slice(at, len).iter().rposition(|&b| b != 0) {
+            last = at + i as u64 + 1;
+        }
+        at += len as u64;
+    }
+    Ok(last - from)
 }
 
 /// Whether valid records (and pads) run without a gap from the first of
@@ -618,7 +652,7 @@ mod tests {
         storage
             .fail_sync_of
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        let mut pads = HashMap::new();
+        let mut found = Replayed::default();
         let got = replay(
             &storage,
             &retired,
@@ -626,7 +660,7 @@ mod tests {
             &hasher,
             Mode::Repair,
             Span::default(),
-            &mut pads,
+            &mut found,
         );
         assert!(matches!(got, Err(Error::Io(_))), "{got:?}");
     }
@@ -657,7 +691,7 @@ mod tests {
         let (hasher, retired) = (KeyHasher::new(1), Retired::default());
         let replay = |from| {
             let index = Index::with_capacity(1024);
-            let mut pads = HashMap::new();
+            let mut found = Replayed::default();
             replay(
                 &storage,
                 &retired,
@@ -665,7 +699,7 @@ mod tests {
                 &hasher,
                 Mode::Repair,
                 Span { from, claimed: 0 },
-                &mut pads,
+                &mut found,
             )
         };
         // Inside the 51st record: no boundary, so no cut either.

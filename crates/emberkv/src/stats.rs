@@ -53,6 +53,13 @@ pub struct Stats {
     /// `sync_writes`, `records_appended / fdatasyncs` is how many writes
     /// each group commit covered.
     pub fdatasyncs: u64,
+    /// Bytes the open cut off the newest segment as a torn tail, up to the
+    /// last byte that was not zero (the zeros allocated or written ahead of
+    /// the records, which every crash leaves, do not count): a record torn
+    /// by a crash, or damage past the segment's durable mark. 0 after a
+    /// clean close. Those records are gone; see the README's "Durability
+    /// contract" for what they can be.
+    pub torn_bytes_cut: u64,
 }
 
 impl Stats {
@@ -63,6 +70,7 @@ impl Stats {
         (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
         compactions: u64,
         (records_appended, fdatasyncs): (u64, u64),
+        torn_bytes_cut: u64,
     ) -> Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         Stats {
@@ -85,6 +93,7 @@ impl Stats {
             compactions,
             records_appended,
             fdatasyncs,
+            torn_bytes_cut,
         }
     }
 }

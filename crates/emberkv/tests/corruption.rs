@@ -604,6 +604,13 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
         {
             let db = Db::open(&work, opts()).unwrap_or_else(|e| panic!("{ctx}: open failed: {e}"));
             model.check(&db, &expected, &ctx);
+            // The torn bytes, up to the last that is not zero.
+            let torn = seg_bytes[tail.min(cut) as usize..cut as usize]
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |i| i as u64 + 1);
+            let stats = db.stats().unwrap();
+            assert_eq!(stats.torn_bytes_cut, torn, "{ctx}: torn bytes reported");
             db.close().unwrap();
         }
         assert_eq!(
@@ -898,6 +905,12 @@ fn junk_after_the_tail_of_the_newest_segment_is_cut() {
             );
             let db = Db::open(&work, opts()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
             model.check(&db, &model.state, &ctx);
+            let junk = &bytes[seg_bytes.len()..];
+            let torn = junk
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |i| i as u64 + 1);
+            assert_eq!(db.stats().unwrap().torn_bytes_cut, torn, "{ctx}");
             db.close().unwrap();
             assert_eq!(
                 fs::metadata(&seg_path).unwrap().len(),
