@@ -461,9 +461,12 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
     out.flush()
         .with_context(|| format!("cannot write to {name}"))?;
     for damage in &report.damaged {
-        let key = damage.probable_key.as_deref().map_or(String::new(), |k| {
-            format!(" (its bytes name key {})", show_key(k))
-        });
+        let keys: Vec<String> = damage.probable_keys.iter().map(|k| show_key(k)).collect();
+        let key = if keys.is_empty() {
+            String::new()
+        } else {
+            format!(" (its bytes name keys {}, unchecked)", keys.join(", "))
+        };
         eprintln!(
             "damaged: {} bytes at log address {}, skipped{key}",
             damage.len, damage.addr

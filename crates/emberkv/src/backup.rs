@@ -30,7 +30,10 @@ pub(crate) fn copy_prefix(
         });
     }
     // The directories `create_dir_all` makes, deepest first.
-    let created: Vec<&Path> = dest.ancestors().take_while(|d| !d.exists()).collect();
+    let created: Vec<&Path> = dest
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
     fs::create_dir_all(dest)?;
     // Compared once both exist, through symlinks and `..`: a copy inside
     // the store would be taken for part of it by every later backup, and

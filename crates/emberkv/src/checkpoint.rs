@@ -28,9 +28,12 @@
 //! | 8 * n | the entries |
 //! | 4 | CRC32C of everything before it |
 //!
-//! Anything that fails a check (checksum, bounds, store id, a `covered`
-//! beyond the log, another layout version) makes open ignore the
-//! checkpoint and replay everything.
+//! Anything that fails a check (checksum, bounds, store id, another layout
+//! version) makes open ignore the checkpoint and replay everything. A sound
+//! checkpoint whose `covered` lies beyond the recovered log is not ignored:
+//! it is written only once the log below `covered` is durable, so the log
+//! lost records (a segment file deleted or cut short), and open refuses
+//! the store (`recovery::Span::claimed`).
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};

@@ -39,11 +39,12 @@ use crate::storage::SEGMENT_HEADER_BYTES;
 pub struct CompactionReport {
     /// Segments compacted and retired.
     pub segments: usize,
-    /// Segments left in place because a record failed its checks while
-    /// they were compacted (one of theirs, or another key's older record
-    /// that a lookup read): their records before it may have been copied,
-    /// and every live record stays readable but a damaged one. Later
-    /// passes skip them until the store is reopened; `emberkv::check`
+    /// Segments left in place because a record failed its checks while one
+    /// was compacted: the segment being compacted (its records before the
+    /// damage may have been copied; every live record stays readable but a
+    /// damaged one), and, when the damaged record was another segment's
+    /// (an older record of a key that a lookup read), that segment too.
+    /// Later passes skip them until the store is reopened; `emberkv::check`
     /// names the damage.
     pub damaged: Vec<u64>,
     /// Records copied to the tail (values and tombstones).
@@ -316,8 +317,11 @@ fn compact_segments(
         let compacted = compact_segment(core, seg, oldest, &mut copied, on_milestone);
         report.records_copied += copied.0;
         copied_bytes += copied.1;
-        if unless_damaged(core, seg, compacted)?.is_none() {
+        if let Err(found) = damage_in(core, seg, compacted)? {
             report.damaged.push(seg);
+            if found != seg {
+                report.damaged.push(found);
+            }
             continue;
         }
         // The copies, and the records that made the rest garbage, are made
@@ -402,11 +406,22 @@ impl Found {
 /// then marked damaged (see `Core::damaged_segments`); other results as
 /// they are.
 fn unless_damaged<T>(core: &Core, seg: u64, result: Result<T>) -> Result<Option<T>> {
+    Ok(damage_in(core, seg, result)?.ok())
+}
+
+/// As [`unless_damaged`], with the segment that holds the damaged record
+/// as the inner error: a lookup while compacting `seg` may read another
+/// segment's older record of a key. Both are marked: `seg`'s pass would
+/// meet the same damage again.
+fn damage_in<T>(core: &Core, seg: u64, result: Result<T>) -> Result<Result<T, u64>> {
     match result {
-        Ok(value) => Ok(Some(value)),
-        Err(Error::Corruption { .. }) => {
-            core.damaged_segments.lock().insert(seg);
-            Ok(None)
+        Ok(value) => Ok(Ok(value)),
+        Err(Error::Corruption { offset, .. }) => {
+            let found = core.log.storage().segment_of(offset);
+            let mut damaged = core.damaged_segments.lock();
+            damaged.insert(seg);
+            damaged.insert(found);
+            Ok(Err(found))
         }
         Err(e) => Err(e),
     }

@@ -481,8 +481,10 @@ impl Db {
     /// - [`Error::InvalidPath`] when `path` exists and is not a directory;
     /// - [`Error::InvalidOptions`] for options out of their documented range;
     /// - [`Error::Corruption`] for damage recovery cannot cut off (in a
-    ///   sealed segment, below the newest segment's durable mark, a missing
-    ///   segment, the meta file, the compression dictionary);
+    ///   sealed segment, below the newest segment's durable mark or what
+    ///   the index checkpoint records as durable, a missing segment, a log
+    ///   that ends before the checkpoint's `covered`, the meta file, the
+    ///   compression dictionary);
     /// - [`Error::IncompatibleFormat`] for a store of another format version;
     /// - [`Error::Io`] for failed system calls.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {

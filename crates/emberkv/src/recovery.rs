@@ -372,7 +372,7 @@ pub(crate) fn replay(
 /// log that ends at a segment's start resumes after that segment's
 /// header, and a checkpoint taken then (before the segment's file was
 /// created; a crash test found one) names that address.
-fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
+pub(crate) fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
     let at_segment_start = storage.segment_start(storage.segment_of(tail)) == tail;
     tail >= claimed || (at_segment_start && claimed <= tail + SEGMENT_HEADER_BYTES)
 }

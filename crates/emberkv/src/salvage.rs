@@ -5,19 +5,27 @@
 //! below the newest segment's durable mark, or a log shorter than its
 //! checkpoint records), since the records after the damage were
 //! acknowledged. Salvage reads every segment file in log order as replay
-//! does (a damaged segment header included: the file's name gives its
-//! place), and where a record fails its checks it goes on after it:
+//! does (one whose header is damaged too: the file's name gives its place;
+//! one with a sound header naming another store or segment is skipped),
+//! and where a record fails its checks it goes on after it:
 //! - at the end its header states, when that header still parses and a
-//!   record (or pad, or the end of the file's records) is found there, so
-//!   that only the damaged record is lost;
+//!   record (or a pad that ends a page, or the end of the file's bytes) is
+//!   found there, so that only the damaged record is lost;
 //! - else at the next page boundary (every [`PAGE_BYTES`] of log address,
-//!   where the appender starts each page with a record) at which a record
-//!   passes its checks, losing the records in between. Never at an
-//!   arbitrary byte: a value may itself hold bytes that form a valid
-//!   record (a server client can store any bytes), and taking them for one
-//!   would return data never written for its key. The one case left: a
-//!   record larger than a page spans page boundaries, so damage to its
-//!   header lets a record stored inside its value at a boundary pass.
+//!   where the appender starts a page with a record) at which a record
+//!   passes its checks, losing the records in between (their keys are
+//!   named when their headers parse). Not at an arbitrary byte: a value
+//!   may itself hold bytes that form valid records (a server client can
+//!   store any bytes), and taking them for records of the log would return
+//!   data never written for their keys.
+//!
+//! Record headers carry no checksum of their own, so the framing past
+//! damage can still be fooled, only in ways that need damage to land just
+//! so: a damaged length that points at records planted inside the same
+//! record's value, or a page boundary that falls inside a record or batch
+//! (a record or write batch larger than a page, or the two-page first page
+//! after a recovery) where planted bytes form a record. Review the keys
+//! the report names, and the values of keys written near a damaged range.
 //!
 //! Each key's newest record found that way wins; its value is then read and
 //! decoded. What salvage cannot know: the key of a damaged record (the key
@@ -42,8 +50,8 @@ use crate::error::{Error, Result};
 use crate::log::PAGE_BYTES;
 use crate::log::read_cold;
 use crate::record::{HEADER_BYTES, Header, Record};
-use crate::recovery::{Chunk, Next, next_record};
-use crate::storage::{SEGMENT_HEADER_BYTES, Segments};
+use crate::recovery::{Chunk, Next, next_record, reaches};
+use crate::storage::{self, SEGMENT_HEADER_BYTES, Segments};
 use crate::{checkpoint, manifest, meta};
 
 /// A range of the log that held no valid record.
@@ -54,9 +62,12 @@ pub struct Damage {
     pub addr: u64,
     /// Its length, in bytes.
     pub len: u64,
-    /// The key the damaged record's bytes name, when its header still
-    /// parses: unchecked (the damage may be in the key), for review.
-    pub probable_key: Option<Vec<u8>>,
+    /// The keys the range's bytes name, unchecked (the damage may be in a
+    /// key), for review: the damaged record's when its header still
+    /// parses, and those of the records after it whose headers parse, in
+    /// the part of the range skipped to reach the next page. Keys of
+    /// records behind a header that does not parse cannot be named.
+    pub probable_keys: Vec<Vec<u8>>,
 }
 
 /// What [`salvage`] found.
@@ -140,8 +151,15 @@ pub fn salvage(
         .into_iter()
         .filter(|&s| !retired.contains(s))
         .collect();
-    // Where the last segment read starts and where its file ends.
+    // What a sound checkpoint records as durable: the log must reach it.
+    let claimed = match checkpoint::load(dir, meta.store_id) {
+        Ok(Some(c)) => c.covered,
+        _ => 0,
+    };
+    // Where the last segment read starts and where its file ends, and
+    // where the log's valid records end.
     let mut prev: Option<(u64, u64)> = None;
+    let mut log_end = 0;
     for (i, &seg) in segments.iter().enumerate() {
         report.segments += 1;
         let start = storage.segment_start(seg);
@@ -151,15 +169,19 @@ pub fn salvage(
             report.missing.push((from, start - from));
         }
         let end = start + storage.file_len(seg)?.min(storage.segment_size());
+        // The header, or whether it is a sound one of another store or
+        // segment (else damaged: the file's name gives its place, and its
+        // records are read all the same).
         let header = if chunk.cover(&storage, start, SEGMENT_HEADER_BYTES as usize, end)? {
+            let bytes = chunk.slice(start, SEGMENT_HEADER_BYTES as usize);
             storage
-                .check_header(seg, chunk.slice(start, SEGMENT_HEADER_BYTES as usize))
-                .ok()
+                .check_header(seg, bytes)
+                .map_err(|_| storage::header_checksum_ok(bytes))
         } else {
-            None
+            Err(false)
         };
         match header {
-            Some(h) => {
+            Ok(h) => {
                 if let Some((prev_start, prev_end)) = prev.filter(|_| seg > 0)
                     && segments.get(i.wrapping_sub(1)) == Some(&(seg - 1))
                     && prev_end < prev_start + h.prev_len
@@ -171,24 +193,48 @@ pub fn salvage(
             }
             // The file's name gives its place: its records are read all
             // the same.
-            None => report.damaged.push(Damage {
-                addr: start,
-                len: SEGMENT_HEADER_BYTES.min(end - start),
-                probable_key: None,
-            }),
+            Err(foreign) => {
+                report.damaged.push(Damage {
+                    addr: start,
+                    len: if foreign {
+                        end - start
+                    } else {
+                        SEGMENT_HEADER_BYTES.min(end - start)
+                    },
+                    probable_keys: Vec::new(),
+                });
+                if foreign {
+                    // A sound header of another store or place: none of
+                    // its records belong here.
+                    prev = None;
+                    continue;
+                }
+            }
         }
-        scan_segment(&storage, &mut chunk, seg, end, &mut report, &mut newest)?;
-        let durable = header.map_or(0, |h| start + h.durable_len);
-        if seg == *segments.last().expect("a segment") && end < durable {
+        let newest_seg = seg == *segments.last().expect("a segment");
+        let durable = header.map_or(start, |h| start + h.durable_len);
+        // Below it, zeros are missing records, not room allocated ahead.
+        let floor = if newest_seg {
+            durable.max(claimed.min(start + storage.segment_size()))
+        } else {
+            end
+        };
+        log_end = scan_segment(
+            &storage,
+            &mut chunk,
+            seg,
+            end,
+            floor,
+            &mut report,
+            &mut newest,
+        )?;
+        if newest_seg && end < durable {
             report.missing.push((end, durable - end));
         }
         prev = Some((start, end));
     }
-    let log_end = prev.map_or(0, |(_, end)| end);
-    if let Ok(Some(c)) = checkpoint::load(dir, meta.store_id)
-        && c.covered > log_end
-    {
-        report.missing.push((log_end, c.covered - log_end));
+    if !reaches(&storage, log_end, claimed) {
+        report.missing.push((log_end, claimed - log_end));
     }
     let mut live: Vec<(u64, Vec<u8>)> = newest
         .into_iter()
@@ -211,7 +257,7 @@ pub fn salvage(
                 report.damaged.push(Damage {
                     addr,
                     len: header.total_len() as u64,
-                    probable_key: Some(key.clone()),
+                    probable_keys: vec![key.clone()],
                 });
                 continue;
             }
@@ -225,16 +271,20 @@ pub fn salvage(
 
 /// Reads the records of segment `seg`, whose file's bytes end at log
 /// address `end`, into `newest`, going on past damage as the module docs
-/// say, and notes damage and records left out in `report`.
+/// say, and notes damage and records left out in `report`; zeros to the
+/// end of the file at or past `floor` are room allocated ahead, not
+/// damage. Returns where its last valid record ends.
 fn scan_segment(
     storage: &Segments,
     chunk: &mut Chunk,
     seg: u64,
     end: u64,
+    floor: u64,
     report: &mut SalvageReport,
     newest: &mut HashMap<Vec<u8>, (u64, bool)>,
-) -> Result<()> {
+) -> Result<u64> {
     let mut pos = storage.segment_start(seg) + SEGMENT_HEADER_BYTES;
+    let mut valid_end = pos;
     // Records of a batch whose last record has not been read yet.
     let mut batch: Vec<(Vec<u8>, u64, bool)> = Vec::new();
     // Set at damage, until a record that ends a batch: the records read
@@ -246,15 +296,15 @@ fn scan_segment(
             Next::Invalid => {
                 report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
                 cut_batch = true;
-                let (resume, probable_key) = resume_after(storage, chunk, pos, end)?;
-                if resume >= end && zeros_to(storage, chunk, pos, end)? {
+                let (resume, probable_keys) = resume_after(storage, chunk, pos, end)?;
+                if resume >= end && pos >= floor && zeros_to(storage, chunk, pos, end)? {
                     // Room allocated ahead of the records, not damage.
                     break;
                 }
                 report.damaged.push(Damage {
                     addr: pos,
                     len: resume - pos,
-                    probable_key,
+                    probable_keys,
                 });
                 pos = resume;
                 continue;
@@ -279,42 +329,71 @@ fn scan_segment(
             }
         };
         pos += len;
+        valid_end = pos;
     }
     report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
-    Ok(())
+    Ok(valid_end)
 }
 
 /// Where reading goes on after the record at `pos` failed its checks (see
-/// the module docs), and the key its bytes name when its header parses.
+/// the module docs), and the keys the skipped bytes name (see
+/// [`Damage::probable_keys`]).
 fn resume_after(
     storage: &Segments,
     chunk: &mut Chunk,
     pos: u64,
     end: u64,
-) -> Result<(u64, Option<Vec<u8>>)> {
-    let mut probable_key = None;
+) -> Result<(u64, Vec<Vec<u8>>)> {
+    let page = PAGE_BYTES as u64;
+    // A pad fills its page to the end; anything else where a pad should
+    // not be is no place to go on from.
+    let starts_here = |chunk: &mut Chunk, at: u64, pad_ok: bool| -> Result<bool> {
+        Ok(match next_record(storage, chunk, at, end)? {
+            Next::Record(_) => true,
+            Next::Pad(len) => pad_ok && (at + len).is_multiple_of(page),
+            Next::Invalid => false,
+        })
+    };
     if chunk.cover(storage, pos, HEADER_BYTES, end)?
         && let Ok(header) = Header::parse(chunk.slice(pos, HEADER_BYTES), pos)
     {
-        let stated = pos + header.total_len() as u64;
-        let key_at = pos + (header.total_len() - header.key_len - header.value_len) as u64;
+        let at = pos + header.total_len() as u64;
+        if at == end || (at < end && starts_here(chunk, at, true)?) {
+            let keys = record_keys(storage, chunk, pos, at, end)?;
+            return Ok((at, keys));
+        }
+    }
+    let mut boundary = (pos / page + 1) * page;
+    while boundary < end && !starts_here(chunk, boundary, false)? {
+        boundary += page;
+    }
+    let resume = boundary.min(end);
+    Ok((resume, record_keys(storage, chunk, pos, resume, end)?))
+}
+
+/// The keys of the records whose headers parse one after the other from
+/// `from`, up to `to` (the first one's bytes need not verify: it is the
+/// damaged one): unchecked.
+fn record_keys(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    from: u64,
+    to: u64,
+    end: u64,
+) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    let mut at = from;
+    while at < to && chunk.cover(storage, at, HEADER_BYTES, end)? {
+        let Ok(header) = Header::parse(chunk.slice(at, HEADER_BYTES), at) else {
+            break;
+        };
+        let key_at = at + (header.total_len() - header.key_len - header.value_len) as u64;
         if !header.is_pad() && chunk.cover(storage, key_at, header.key_len, end)? {
-            probable_key = Some(chunk.slice(key_at, header.key_len).to_vec());
+            keys.push(chunk.slice(key_at, header.key_len).to_vec());
         }
-        if stated == end
-            || (stated < end && !matches!(next_record(storage, chunk, stated, end)?, Next::Invalid))
-        {
-            return Ok((stated, probable_key));
-        }
+        at += header.total_len() as u64;
     }
-    let mut boundary = (pos / PAGE_BYTES as u64 + 1) * PAGE_BYTES as u64;
-    while boundary < end {
-        if !matches!(next_record(storage, chunk, boundary, end)?, Next::Invalid) {
-            return Ok((boundary, probable_key));
-        }
-        boundary += PAGE_BYTES as u64;
-    }
-    Ok((end, probable_key))
+    Ok(keys)
 }
 
 /// Whether the bytes from `from` to `end` are all zeros.

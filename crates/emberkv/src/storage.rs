@@ -160,6 +160,18 @@ pub(crate) fn mark_slot(seg: u64, len: u32) -> [u8; 8] {
     slot
 }
 
+/// Whether the 64-byte segment header `bytes` has the magic and a
+/// checksum that holds (its mark slots aside), whatever store or segment
+/// it names: a header that fails [`Segments::check_header`] with this true
+/// is another store's, or another segment's, not a damaged one.
+pub(crate) fn header_checksum_ok(bytes: &[u8]) -> bool {
+    let mut unmarked = [0u8; 60];
+    unmarked.copy_from_slice(&bytes[..60]);
+    unmarked[MARK_AT..MARK_AT + 16].fill(0);
+    bytes[..8] == *SEGMENT_MAGIC
+        && crate::checksum::crc32c(&unmarked).to_le_bytes() == bytes[60..64]
+}
+
 /// Writes a durable mark of `len` bytes to slot `slot` (0 or 1) of the
 /// header of `file`, the file of segment `seg` (see
 /// [`Segments::write_mark`]); a backup writes both slots of the copy of
