@@ -475,6 +475,9 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
     for (addr, len) in &report.missing {
         eprintln!("missing: {len} bytes at log address {addr} (a file missing or cut short)");
     }
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
     for key in &report.left_out {
         eprintln!(
             "left out: key {} (its record may belong to a write batch the damage cut)",

@@ -187,7 +187,10 @@ pub(crate) fn replay(
         if let Some(seg) = retired.first_missing(from, to) {
             mode.problem(Error::corruption(
                 storage.segment_start(seg),
-                format!("segment file {seg} is missing"),
+                format!(
+                    "segment file {seg} is missing (deleted, or RETIRED, which lists the \
+                     segments compaction deleted, was lost; salvage gets the other keys out)"
+                ),
             ))?;
         }
     }
@@ -345,7 +348,8 @@ pub(crate) fn replay(
                 ))?,
                 _ => mode.problem(Error::corruption(
                     cut,
-                    "invalid record before the end of a sealed segment",
+                    "invalid record before the end of a sealed segment (salvage gets the \
+                     other keys out)",
                 ))?,
             }
             pos = cut;

@@ -98,13 +98,19 @@ pub struct SalvageReport {
     /// damaged range), since a damaged record's flags cannot be trusted to
     /// say whether it began or continued a batch.
     pub left_out: Vec<Vec<u8>>,
+    /// Files other than the segments that could not be used, and what
+    /// salvage did instead, one line each.
+    pub warnings: Vec<String>,
 }
 
 impl SalvageReport {
     /// Whether every byte the store should hold was there and held valid
-    /// records.
+    /// records, and every file could be used.
     pub fn is_whole(&self) -> bool {
-        self.damaged.is_empty() && self.missing.is_empty() && self.left_out.is_empty()
+        self.damaged.is_empty()
+            && self.missing.is_empty()
+            && self.left_out.is_empty()
+            && self.warnings.is_empty()
     }
 }
 
@@ -115,12 +121,15 @@ impl SalvageReport {
 /// gets). Changes nothing; holds the store's lock meanwhile. Expired keys
 /// are left out.
 ///
+/// A damaged meta file, manifest of retired segments or compression
+/// dictionary does not stop it (see [`SalvageReport::warnings`]).
+///
 /// # Errors
 /// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]
-/// when the store is open elsewhere; errors reading the meta file, the
-/// retired-segment manifest or the compression dictionary
-/// ([`Error::Corruption`], [`Error::IncompatibleFormat`]); errors from
-/// `f`; [`Error::Io`].
+/// when the store is open elsewhere; [`Error::Corruption`] when the meta
+/// file is damaged and no segment header says what it held;
+/// [`Error::IncompatibleFormat`] for a store of a newer format; errors
+/// from `f`; [`Error::Io`].
 pub fn salvage(
     path: impl AsRef<Path>,
     mut f: impl FnMut(&[u8], &[u8], Option<u64>) -> Result<()>,
@@ -133,15 +142,35 @@ pub fn salvage(
         });
     }
     let _lock = meta::lock(dir)?;
-    let meta = meta::load_or_create(dir, 30)?;
-    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
-    let retired = manifest::load(dir)?;
-    let codec = Codec::new(
-        Compression::None,
-        Dictionary::load(dir, meta.store_id, 1)?,
-        storage.segment_size(),
-    );
     let mut report = SalvageReport::default();
+    let meta = match meta::load_or_create(dir, 30) {
+        Err(e @ Error::Corruption { .. }) => {
+            let meta = meta_from_segments(dir).ok_or(e)?;
+            report.warnings.push(format!(
+                "the meta file is damaged: segment size 2^{} bytes and the store id \
+                 taken from a segment header",
+                meta.segment_bits
+            ));
+            meta
+        }
+        meta => meta?,
+    };
+    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+    let retired = manifest::load(dir).unwrap_or_else(|e| {
+        report.warnings.push(format!(
+            "RETIRED is unreadable ({e}): every segment file is read, those compaction \
+             retired and a crash left included (their records are older copies)"
+        ));
+        Default::default()
+    });
+    let dictionary = Dictionary::load(dir, meta.store_id, 1).unwrap_or_else(|e| {
+        report.warnings.push(format!(
+            "the compression dictionary is unreadable ({e}): values compressed with it \
+             are reported as damaged"
+        ));
+        None
+    });
+    let codec = Codec::new(Compression::None, dictionary, storage.segment_size());
     // Each key's newest record found: its address, and whether it is a
     // tombstone.
     let mut newest: HashMap<Vec<u8>, (u64, bool)> = HashMap::new();
@@ -394,6 +423,30 @@ fn record_keys(
         at += header.total_len() as u64;
     }
     Ok(keys)
+}
+
+/// What a damaged meta file held that salvage needs (the segment size and
+/// the store id), from the first segment file whose header's checksum
+/// holds; `None` when none does.
+fn meta_from_segments(dir: &Path) -> Option<meta::Meta> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    names.sort();
+    names.into_iter().find_map(|path| {
+        let mut header = [0u8; SEGMENT_HEADER_BYTES as usize];
+        let file = std::fs::File::open(path).ok()?;
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).ok()?;
+        let bits = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
+        (storage::header_checksum_ok(&header) && (20..=32).contains(&bits)).then(|| meta::Meta {
+            version: crate::FORMAT_VERSION,
+            segment_bits: bits,
+            hash_seed: 0,
+            store_id: u64::from_le_bytes(header[24..32].try_into().expect("8 bytes")),
+        })
+    })
 }
 
 /// Whether the bytes from `from` to `end` are all zeros.

@@ -2341,3 +2341,26 @@ fn salvage_skips_another_store_s_segment_and_reads_past_a_rotten_header() {
     assert_eq!(damaged, vec![(older << 20, 64)], "{report:?}");
     assert!(state == s.model.state, "a rotten header lost records");
 }
+
+/// Damage to the files beside the segments (the meta file, RETIRED) makes
+/// open and salvage's first version fail; salvage now takes what the meta
+/// file held from a segment header and reads every segment without the
+/// manifest, saying so (a newcomer's walkthrough).
+#[test]
+fn salvage_goes_on_without_the_meta_file_or_the_manifest() {
+    let s = MultiStore::new();
+    for (file, what) in [(META, "meta file"), ("RETIRED", "manifest")] {
+        s.reset(&s.pristine);
+        let path = s.work.join(file);
+        if path.exists() {
+            xor_byte(&path, 40, 0x01);
+        } else {
+            fs::write(&path, b"not a manifest at all").unwrap();
+        }
+        assert!(s.open().is_err(), "{what}: open refuses it");
+        let (state, report) = salvaged(&s.work);
+        assert!(state == s.model.state, "{what}: salvaged state differs");
+        assert_eq!(report.warnings.len(), 1, "{what}: {report:?}");
+        assert!(!report.is_whole());
+    }
+}
