@@ -298,7 +298,7 @@ fn open(dir: &Path) -> Result<Db> {
 /// says on stderr when the open cut a torn tail off.
 fn open_or_create(dir: &Path) -> Result<Db> {
     let db = Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))?;
-    let torn = db.stats()?.torn_bytes_cut;
+    let torn = db.stats().map_or(0, |s| s.torn_bytes_cut);
     if torn > 0 {
         eprintln!(
             "warning: opening {} cut {torn} bytes of a torn write off its newest segment \

@@ -308,6 +308,10 @@ fn compact_segments(
     // would take that record for garbage. Wait for such writers first.
     core.index.wait_for_writers();
     for &seg in segments {
+        if core.damaged_segments.lock().contains(&seg) {
+            // Marked by a lookup while compacting one before it.
+            continue;
+        }
         let oldest = storage
             .list()?
             .into_iter()
@@ -318,9 +322,10 @@ fn compact_segments(
         report.records_copied += copied.0;
         copied_bytes += copied.1;
         if let Err(found) = damage_in(core, seg, compacted)? {
-            report.damaged.push(seg);
-            if found != seg {
-                report.damaged.push(found);
+            for seg in [seg, found] {
+                if !report.damaged.contains(&seg) {
+                    report.damaged.push(seg);
+                }
             }
             continue;
         }

@@ -63,10 +63,11 @@ pub struct Damage {
     /// Its length, in bytes.
     pub len: u64,
     /// The keys the range's bytes name, unchecked (the damage may be in a
-    /// key), for review: the damaged record's when its header still
-    /// parses, and those of the records after it whose headers parse, in
-    /// the part of the range skipped to reach the next page. Keys of
-    /// records behind a header that does not parse cannot be named.
+    /// key), for review, at most 1,000: the damaged record's when its
+    /// header still parses, and those of the records whose headers parse
+    /// one after the other from it in the part of the range skipped to
+    /// reach the next page. A damaged length throws that walk off, and the
+    /// keys of the records after it then go unnamed.
     pub probable_keys: Vec<Vec<u8>>,
 }
 
@@ -159,7 +160,8 @@ pub fn salvage(
     let retired = manifest::load(dir).unwrap_or_else(|e| {
         report.warnings.push(format!(
             "RETIRED is unreadable ({e}): every segment file is read, those compaction \
-             retired and a crash left included (their records are older copies)"
+             retired and a crash left included: their records are older copies, and a key \
+             removed since may come back"
         ));
         Default::default()
     });
@@ -364,6 +366,9 @@ fn scan_segment(
     Ok(valid_end)
 }
 
+/// Most keys [`Damage::probable_keys`] lists for one range.
+const MAX_PROBABLE_KEYS: usize = 1000;
+
 /// Where reading goes on after the record at `pos` failed its checks (see
 /// the module docs), and the keys the skipped bytes name (see
 /// [`Damage::probable_keys`]).
@@ -410,15 +415,26 @@ fn record_keys(
     to: u64,
     end: u64,
 ) -> Result<Vec<Vec<u8>>> {
-    let mut keys = Vec::new();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut at = from;
-    while at < to && chunk.cover(storage, at, HEADER_BYTES, end)? {
-        let Ok(header) = Header::parse(chunk.slice(at, HEADER_BYTES), at) else {
+    while at < to
+        && keys.len() < MAX_PROBABLE_KEYS
+        && chunk.cover(storage, at, HEADER_BYTES, end)?
+    {
+        let bytes = chunk.slice(at, HEADER_BYTES);
+        // Zeros parse as an empty record: lost or unwritten bytes, no key.
+        if bytes.iter().all(|&b| b == 0) {
+            break;
+        }
+        let Ok(header) = Header::parse(bytes, at) else {
             break;
         };
         let key_at = at + (header.total_len() - header.key_len - header.value_len) as u64;
         if !header.is_pad() && chunk.cover(storage, key_at, header.key_len, end)? {
-            keys.push(chunk.slice(key_at, header.key_len).to_vec());
+            let key = chunk.slice(key_at, header.key_len);
+            if !keys.iter().any(|k| k == key) {
+                keys.push(key.to_vec());
+            }
         }
         at += header.total_len() as u64;
     }
@@ -429,23 +445,34 @@ fn record_keys(
 /// the store id), from the first segment file whose header's checksum
 /// holds; `None` when none does.
 fn meta_from_segments(dir: &Path) -> Option<meta::Meta> {
-    let mut names: Vec<_> = std::fs::read_dir(dir)
+    let mut names: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .filter_map(|p| {
+            let seg = p
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".seg")?
+                .parse()
+                .ok()?;
+            Some((seg, p))
+        })
         .collect();
     names.sort();
-    names.into_iter().find_map(|path| {
+    names.into_iter().find_map(|(seg, path)| {
         let mut header = [0u8; SEGMENT_HEADER_BYTES as usize];
         let file = std::fs::File::open(path).ok()?;
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).ok()?;
         let bits = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
-        (storage::header_checksum_ok(&header) && (20..=32).contains(&bits)).then(|| meta::Meta {
-            version: crate::FORMAT_VERSION,
-            segment_bits: bits,
-            hash_seed: 0,
-            store_id: u64::from_le_bytes(header[24..32].try_into().expect("8 bytes")),
-        })
+        let named = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
+        (storage::header_checksum_ok(&header) && (20..=32).contains(&bits) && named == seg).then(
+            || meta::Meta {
+                version: crate::FORMAT_VERSION,
+                segment_bits: bits,
+                hash_seed: 0,
+                store_id: u64::from_le_bytes(header[24..32].try_into().expect("8 bytes")),
+            },
+        )
     })
 }
 
