@@ -340,7 +340,12 @@ fn scan_segment(
                 pos = resume;
                 continue;
             }
-            Next::Pad(len) => len,
+            Next::Pad(len) => {
+                // A batch never reaches a pad (it lies in one page, and a
+                // pad ends one): recovery takes the batch for torn.
+                report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+                len
+            }
             Next::Record(header) => {
                 let len = header.total_len();
                 let record = Record::verified(header, chunk.slice(pos, len));
