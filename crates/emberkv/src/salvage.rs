@@ -63,11 +63,11 @@ pub struct Damage {
     /// Its length, in bytes.
     pub len: u64,
     /// The keys the range's bytes name, unchecked (the damage may be in a
-    /// key), for review, at most 1,000: the damaged record's when its
-    /// header still parses, and those of the records whose headers parse
-    /// one after the other from it in the part of the range skipped to
-    /// reach the next page. A damaged length throws that walk off, and the
-    /// keys of the records after it then go unnamed.
+    /// key, and a record found inside a value names a key too), for
+    /// review, at most 1,000: the damaged record's when its header still
+    /// parses, and, in a range skipped to reach the next page, those of the
+    /// records whose headers parse one after the other from it and of every
+    /// record found byte by byte that passes its checks.
     pub probable_keys: Vec<Vec<u8>>,
 }
 
@@ -407,7 +407,24 @@ fn resume_after(
         boundary += page;
     }
     let resume = boundary.min(end);
-    Ok((resume, record_keys(storage, chunk, pos, resume, end)?))
+    let mut keys = record_keys(storage, chunk, pos, resume, end)?;
+    // For naming only (a match inside a value costs a line of review), the
+    // records the skip loses, found byte by byte: a damaged length throws
+    // the walk above off at once.
+    let mut at = pos + 1;
+    while at < resume && keys.len() < MAX_PROBABLE_KEYS {
+        if let Next::Record(header) = next_record(storage, chunk, at, end)? {
+            let len = header.total_len();
+            let key = Record::verified(header, chunk.slice(at, len)).key;
+            if !keys.iter().any(|k| k == key) {
+                keys.push(key.to_vec());
+            }
+            at += len as u64;
+        } else {
+            at += 1;
+        }
+    }
+    Ok((resume, keys))
 }
 
 /// The keys of the records whose headers parse one after the other from
