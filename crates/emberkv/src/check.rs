@@ -60,10 +60,11 @@ impl fmt::Display for CheckReport {
 /// checksum, every segment header, that segments are consecutive, that
 /// the index replayed from the log finds each key at its newest record,
 /// and that each key's newest value decodes when it is stored compressed.
-/// Problems are listed in the report rather than returned as errors; in
-/// each segment, the first damaged record ends the check of that segment
-/// (its records after it are not counted; [`crate::salvage`]'s report
-/// lists every damaged range).
+/// Problems are listed in the report rather than returned as errors. Past
+/// a damaged record in a sealed segment the check goes on where
+/// [`crate::salvage`] would (the record's stated end, else the next page),
+/// so that every damaged record is named; in the newest segment the first
+/// one ends it (a torn tail, or damage below the durable mark).
 /// A store whose process died without closing it (and that was not opened
 /// since) reports its newest segment's tail as torn: the records written
 /// last, if they were cut, and with segments of 64 MiB or more the zeros

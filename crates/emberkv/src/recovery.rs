@@ -287,6 +287,18 @@ pub(crate) fn replay(
                         }
                     }
                 }
+                Next::Invalid if matches!(mode, Mode::Check(_)) && seg != newest => {
+                    // Check names every damaged record: it goes on past
+                    // one in a sealed segment where salvage would.
+                    let at = if batch.is_empty() { pos } else { batch_start };
+                    mode.problem(Error::corruption(
+                        at,
+                        "invalid record before the end of a sealed segment (salvage gets the \
+                         other keys out)",
+                    ))?;
+                    batch.clear();
+                    pos = crate::salvage::resume_after(storage, &mut chunk, pos, end)?.0;
+                }
                 Next::Invalid => break true,
             }
         };

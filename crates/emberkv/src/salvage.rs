@@ -377,7 +377,7 @@ const MAX_PROBABLE_KEYS: usize = 1000;
 /// Where reading goes on after the record at `pos` failed its checks (see
 /// the module docs), and the keys the skipped bytes name (see
 /// [`Damage::probable_keys`]).
-fn resume_after(
+pub(crate) fn resume_after(
     storage: &Segments,
     chunk: &mut Chunk,
     pos: u64,
