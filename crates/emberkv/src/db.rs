@@ -1422,6 +1422,46 @@ mod tests {
         assert_eq!(db.get(&key(150)).unwrap().unwrap(), b"new");
     }
 
+    /// Compacting a segment looks keys up, and with colliding hashes a
+    /// lookup reads other keys' records: one damaged in another segment
+    /// marks and names that segment too (a review: the pass used to blame
+    /// only the segment it compacted). Every key here has the same hash;
+    /// segment 0 holds the damaged record and no garbage, segment 1 a
+    /// removed key's tombstone, which compaction looks up.
+    #[test]
+    fn compaction_names_the_segment_whose_record_a_lookup_found_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let options = Options::default()
+                .segment_bytes(1 << 20)
+                .compaction_garbage(None);
+            Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 0)).unwrap()
+        };
+        // Three of these fill a 1 MiB segment.
+        let big = vec![7u8; 300 << 10];
+        let db = open();
+        for key in [&b"victim"[..], b"f1", b"f2", b"b", b"f3"] {
+            db.insert(key, &big).unwrap();
+        }
+        assert!(db.remove(b"b").unwrap());
+        for key in [&b"f4"[..], b"f5"] {
+            db.insert(key, &big).unwrap();
+        }
+        let storage = db.core().log.storage();
+        assert_eq!(storage.segment_of(db.core().log.tail()), 2);
+        let seg0 = storage.path(0);
+        db.close().unwrap();
+        // A byte of the victim's value: the first record of segment 0.
+        let mut bytes = std::fs::read(&seg0).unwrap();
+        bytes[64 + 16 + 6 + 1000] ^= 0x01;
+        std::fs::write(&seg0, &bytes).unwrap();
+        let db = open();
+        let report = db.compact().unwrap();
+        assert_eq!(report.damaged, vec![1, 0], "{report:?}");
+        assert_eq!(report.segments, 0, "{report:?}");
+        assert!(db.compact().unwrap().damaged.is_empty());
+    }
+
     /// Regression (a review, 2026-12-02): `clear` appended a shard's
     /// tombstones in one append, which with 1 MiB segments and about 1 MiB
     /// of tombstones in one shard made a page cross into the next segment
