@@ -37,7 +37,8 @@ The store:
 Exit status:
   0  success
   1  `get` or `remove`: no such key; `check`: the store has problems;
-     `export --skip-damaged`: damaged records were skipped
+     `export --skip-damaged`: damaged records were skipped; `salvage`:
+     damage, missing bytes or unusable files were found (see stderr)
   2  an error: bad usage, a store that cannot be opened or is locked,
      an I/O failure, malformed import input
 
@@ -465,15 +466,22 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
         let key = if keys.is_empty() {
             String::new()
         } else {
-            format!(" (its bytes name keys {}, unchecked)", keys.join(", "))
+            format!(
+                " (its bytes suggest key {}; the damage may be in them)",
+                keys.join(", ")
+            )
         };
         eprintln!(
-            "damaged: {} bytes at log address {}, skipped{key}",
-            damage.len, damage.addr
+            "damaged: {} at offset {}, skipped{key}",
+            count(damage.len, "byte"),
+            damage.addr
         );
     }
     for (addr, len) in &report.missing {
-        eprintln!("missing: {len} bytes at log address {addr} (a file missing or cut short)");
+        eprintln!(
+            "missing: {} at offset {addr} (a file missing or cut short)",
+            count(*len, "byte")
+        );
     }
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
@@ -485,17 +493,30 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
         );
     }
     eprintln!(
-        "salvaged {} keys to {name} from {} records in {} segment files; {} damaged ranges, \
-         {} missing ranges, {} records left out; a key named above comes back with its \
-         previous value, if one remains",
-        report.keys,
-        report.records,
-        report.segments,
-        report.damaged.len(),
-        report.missing.len(),
-        report.left_out.len()
+        "salvaged {} to {name} from {} in {}; {}, {}, {} left out",
+        count(report.keys, "key"),
+        count(report.records, "record"),
+        count(report.segments as u64, "segment file"),
+        count(report.damaged.len() as u64, "damaged range"),
+        count(report.missing.len() as u64, "missing range"),
+        count(report.left_out.len() as u64, "record"),
     );
+    if !report.is_whole() {
+        eprintln!(
+            "the keys named above are missing from the output, or come back with an older \
+             value where one remained: review them"
+        );
+    }
     Ok(report.is_whole())
+}
+
+/// `n` and `noun`, plural unless `n` is 1 (`1 record`, `2 records`).
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// A key for a message: its UTF-8 as a quoted string, else `0x` and hex.

@@ -51,7 +51,10 @@ impl fmt::Display for CheckReport {
             for p in &self.problems {
                 writeln!(f, "problem: {p}")?;
             }
-            write!(f, "{} problems", self.problems.len())
+            match self.problems.len() {
+                1 => write!(f, "1 problem"),
+                n => write!(f, "{n} problems"),
+            }
         }
     }
 }

@@ -260,6 +260,9 @@ pub(crate) fn replay(
         // Records of a batch whose last record has not been read yet.
         let mut batch: Vec<u64> = Vec::new();
         let mut batch_start = pos;
+        let checkpointed = claimed.min(start + storage.segment_size());
+        // Below it, bytes of the newest segment were made durable.
+        let floor = marked.max(checkpointed);
         let torn = loop {
             if pos >= end {
                 break !batch.is_empty() || file_len > storage.segment_size();
@@ -287,15 +290,21 @@ pub(crate) fn replay(
                         }
                     }
                 }
-                Next::Invalid if matches!(mode, Mode::Check(_)) && seg != newest => {
-                    // Check names every damaged record: it goes on past
-                    // one in a sealed segment where salvage would.
+                Next::Invalid
+                    if matches!(mode, Mode::Check(_)) && (seg != newest || pos < floor) =>
+                {
+                    // Check names every damaged record that open would
+                    // refuse: it goes on past one where salvage would.
                     let at = if batch.is_empty() { pos } else { batch_start };
-                    mode.problem(Error::corruption(
-                        at,
-                        "invalid record before the end of a sealed segment (salvage gets the \
-                         other keys out)",
-                    ))?;
+                    mode.problem(if seg == newest {
+                        below_floor(at, marked, checkpointed, "invalid record")
+                    } else {
+                        Error::corruption(
+                            at,
+                            "invalid record before the end of a sealed segment (salvage gets \
+                             the other keys out)",
+                        )
+                    })?;
                     batch.clear();
                     pos = crate::salvage::resume_after(storage, &mut chunk, pos, end)?.0;
                 }
@@ -303,8 +312,7 @@ pub(crate) fn replay(
             }
         };
         let cut = if batch.is_empty() { pos } else { batch_start };
-        let checkpointed = claimed.min(start + storage.segment_size());
-        if seg == newest && cut < marked.max(checkpointed) {
+        if seg == newest && cut < floor {
             // Rot in synced bytes, or a file cut short: acknowledged
             // records may follow, so nothing is cut, in either mode.
             let what = if torn {
@@ -312,19 +320,7 @@ pub(crate) fn replay(
             } else {
                 "end of the file"
             };
-            let (bound, by) = if cut < marked {
-                (marked, "the newest segment's durable mark")
-            } else {
-                (checkpointed, "the index checkpoint")
-            };
-            mode.problem(Error::corruption(
-                cut,
-                format!(
-                    "{what} below {bound}, up to where {by} records the log durable: \
-                     damage, not a torn tail, and recovery does not cut it off \
-                     (salvage gets the other keys out)"
-                ),
-            ))?;
+            mode.problem(below_floor(cut, marked, checkpointed, what))?;
             pos = cut;
         } else if torn {
             if matches!(mode, Mode::Repair)
@@ -391,6 +387,25 @@ pub(crate) fn replay(
 pub(crate) fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
     let at_segment_start = storage.segment_start(storage.segment_of(tail)) == tail;
     tail >= claimed || (at_segment_start && claimed <= tail + SEGMENT_HEADER_BYTES)
+}
+
+/// The error of damage (`what`) at `at` in the newest segment, below the
+/// durable mark `marked` or the checkpoint's `checkpointed`.
+fn below_floor(at: u64, marked: u64, checkpointed: u64, what: &str) -> Error {
+    let by = if at < marked {
+        format!(
+            "the newest segment's durable mark records its bytes up to offset {marked} as fdatasynced"
+        )
+    } else {
+        format!("the index checkpoint records the log up to offset {checkpointed} as durable")
+    };
+    Error::corruption(
+        at,
+        format!(
+            "{what} where {by}: damage, not a torn tail, so open cuts nothing (salvage gets \
+             the other keys out)"
+        ),
+    )
 }
 
 /// The error of a log that ends at `tail`, below `claimed`, where a sound
