@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::compression::{Codec, Compression};
 use crate::dictionary::Dictionary;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::{Index, KeyHasher, SHARDS};
 use crate::log::read_cold;
 use crate::record::Record;
@@ -83,13 +83,7 @@ impl fmt::Display for CheckReport {
 /// [`Error::Io`].
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
-    if !dir.join(meta::META_FILE).exists() {
-        return Err(Error::InvalidPath {
-            path: dir.to_path_buf(),
-            reason: "holds no emberkv store".into(),
-        });
-    }
-    let _lock = meta::lock(dir)?;
+    let _lock = meta::lock_existing(dir)?;
     let meta = meta::load_or_create(dir, 30)?;
     let hasher = KeyHasher::new(meta.hash_seed);
     let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
@@ -104,10 +98,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         storage.segment_size(),
     );
     // The log must reach what a sound checkpoint records as durable.
-    let claimed = match checkpoint::load(dir, meta.store_id) {
-        Ok(Some(c)) => c.covered,
-        _ => 0,
-    };
+    let claimed = checkpoint::claimed(dir, meta.store_id);
     recovery::replay(
         &storage,
         &retired,

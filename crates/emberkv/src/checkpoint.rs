@@ -135,6 +135,16 @@ pub(crate) struct Loaded {
 /// # Errors
 /// [`Error::Corruption`] when it fails a check (the caller then ignores
 /// it); [`Error::Io`].
+/// The `covered` of the store's checkpoint when it is sound (it loads as
+/// [`load`] does), else 0: how far the log must reach
+/// (`recovery::Span::claimed`), for `check` and `salvage`.
+pub(crate) fn claimed(dir: &Path, store_id: u64) -> u64 {
+    match load(dir, store_id) {
+        Ok(Some(c)) => c.covered,
+        _ => 0,
+    }
+}
+
 pub(crate) fn load(dir: &Path, store_id: u64) -> Result<Option<Loaded>> {
     let bytes = match fs::read(dir.join(FILE)) {
         Ok(b) => b,

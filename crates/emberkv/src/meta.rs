@@ -98,6 +98,22 @@ const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 /// [`Error::InvalidPath`] when `dir` exists and is not a directory;
 /// [`Error::Locked`] when another handle holds the lock for longer than
 /// [`LOCK_PATIENCE`].
+/// [`lock`] for the tools that read an existing store and must not create
+/// one (`check`, `salvage`).
+///
+/// # Errors
+/// [`Error::InvalidPath`] when `dir` holds no store (no meta file); as
+/// [`lock`].
+pub(crate) fn lock_existing(dir: &Path) -> Result<File> {
+    if !dir.join(META_FILE).exists() {
+        return Err(Error::InvalidPath {
+            path: dir.to_path_buf(),
+            reason: "holds no emberkv store".into(),
+        });
+    }
+    lock(dir)
+}
+
 pub(crate) fn lock(dir: &Path) -> Result<File> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::InvalidPath {

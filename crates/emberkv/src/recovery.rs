@@ -505,7 +505,12 @@ pub(crate) fn next_record(
 }
 
 /// Bytes from `from` up to the last byte before `end` that is not zero.
-fn nonzero_bytes(storage: &Segments, chunk: &mut Chunk, from: u64, end: u64) -> Result<u64> {
+pub(crate) fn nonzero_bytes(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    from: u64,
+    end: u64,
+) -> Result<u64> {
     let mut last = from;
     let mut at = from;
     while at < end {

@@ -50,7 +50,7 @@ use crate::error::{Error, Result};
 use crate::log::PAGE_BYTES;
 use crate::log::read_cold;
 use crate::record::{HEADER_BYTES, Header, Record};
-use crate::recovery::{Chunk, Next, next_record, reaches};
+use crate::recovery::{Chunk, Next, next_record, nonzero_bytes, reaches};
 use crate::storage::{self, SEGMENT_HEADER_BYTES, Segments};
 use crate::{checkpoint, manifest, meta};
 
@@ -136,13 +136,7 @@ pub fn salvage(
     mut f: impl FnMut(&[u8], &[u8], Option<u64>) -> Result<()>,
 ) -> Result<SalvageReport> {
     let dir = path.as_ref();
-    if !dir.join(meta::META_FILE).exists() {
-        return Err(Error::InvalidPath {
-            path: dir.to_path_buf(),
-            reason: "holds no emberkv store".into(),
-        });
-    }
-    let _lock = meta::lock(dir)?;
+    let _lock = meta::lock_existing(dir)?;
     let mut report = SalvageReport::default();
     let meta = match meta::load_or_create(dir, 30) {
         Err(e @ Error::Corruption { .. }) => {
@@ -183,10 +177,7 @@ pub fn salvage(
         .filter(|&s| !retired.contains(s))
         .collect();
     // What a sound checkpoint records as durable: the log must reach it.
-    let claimed = match checkpoint::load(dir, meta.store_id) {
-        Ok(Some(c)) => c.covered,
-        _ => 0,
-    };
+    let claimed = checkpoint::claimed(dir, meta.store_id);
     // Where the last segment read starts and where its file ends, and
     // where the log's valid records end.
     let mut prev: Option<(u64, u64)> = None;
@@ -328,7 +319,7 @@ fn scan_segment(
                 report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
                 cut_batch = true;
                 let (resume, probable_keys) = resume_after(storage, chunk, pos, end)?;
-                if resume >= end && pos >= floor && zeros_to(storage, chunk, pos, end)? {
+                if resume >= end && pos >= floor && nonzero_bytes(storage, chunk, pos, end)? == 0 {
                     // Room allocated ahead of the records, not damage.
                     break;
                 }
@@ -496,19 +487,4 @@ fn meta_from_segments(dir: &Path) -> Option<meta::Meta> {
             },
         )
     })
-}
-
-/// Whether the bytes from `from` to `end` are all zeros.
-fn zeros_to(storage: &Segments, chunk: &mut Chunk, mut from: u64, end: u64) -> Result<bool> {
-    while from < end {
-        let len = (end - from).min(1 << 20) as usize;
-        if !chunk.cover(storage, from, len, end)? {
-            return Ok(false);
-        }
-        if chunk.slice(from, len).iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        from += len as u64;
-    }
-    Ok(true)
 }

@@ -477,8 +477,7 @@ impl Segments {
         unmarked.copy_from_slice(&bytes[..SEGMENT_HEADER_BYTES as usize]);
         unmarked[MARK_AT..MARK_AT + 16].fill(0);
         if !readable || unmarked != self.header(seg, prev_len, version) {
-            let crc_ok = crate::checksum::crc32c(&unmarked[..60]).to_le_bytes() == bytes[60..64];
-            if crc_ok && &bytes[..8] == SEGMENT_MAGIC && !readable {
+            if header_checksum_ok(bytes) && !readable {
                 return Err(Error::IncompatibleFormat {
                     found: version,
                     expected: crate::FORMAT_VERSION,
