@@ -439,9 +439,12 @@ fn damage_in<T>(core: &Core, seg: u64, result: Result<T>) -> Result<Result<T, u6
 /// the last call.
 ///
 /// Records are judged and copied in groups, each under the locks of the
-/// shards its keys fall in and with one append: appending record by record,
-/// the compactor would queue for the append lock behind every writer and
-/// fall far behind them.
+/// shards its keys fall in and under one hold of the append lock
+/// (`Log::append_each`): appending record by record, the compactor would
+/// queue for the append lock behind every writer and fall far behind them.
+/// The group's records go on in the next page when the current one is
+/// full: one append of the whole group would pad the rest of the page
+/// instead, a quarter of every page compaction filled.
 fn compact_segment(
     core: &Core,
     seg: u64,
@@ -562,7 +565,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
         entries.iter().map(|e| e.len() as u64).sum(),
     );
     let mut addrs = vec![0; entries.len()];
-    core.log.append_all(&entries, &mut addrs)?;
+    core.log.append_each(&entries, &mut addrs)?;
     let mut written = entries.iter().zip(addrs);
     for ((f, &hash), fate) in group.iter().zip(&hashes).zip(fates) {
         let writer = &mut writers[writer_of(hash)];

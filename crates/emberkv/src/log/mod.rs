@@ -356,6 +356,44 @@ impl Log {
         self.append_checksummed(entries, &crcs, addrs)
     }
 
+    /// Appends `entries` one after another under one hold of the append
+    /// lock, writing the address of each into `addrs`. Unlike
+    /// [`Log::append_all`], each record goes where it fits: the run may go
+    /// on in a new page (or segment), so a page it leaves wastes at most one
+    /// record's room, not the room of the whole run. Readers and the
+    /// flusher may see a first part of the run before the rest (never part
+    /// of a record): for records that each stand on their own, such as
+    /// compaction's copies, never for a write batch.
+    ///
+    /// # Errors
+    /// As for [`Log::append`]. The records appended before an error stay
+    /// appended (and published); `addrs` holds their addresses.
+    pub(crate) fn append_each(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
+        let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
+        let mut a = self.appender.lock();
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let mut result = Ok(());
+        for ((entry, &crc), slot) in entries.iter().zip(&crcs).zip(addrs.iter_mut()) {
+            let addr = match self.reserve(&mut a, entry.len() as u64) {
+                Ok(addr) => addr,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            // SAFETY: we hold the append lock; `addr..addr + len` lies at or
+            // above the published tail, so no reader or flusher has seen it.
+            unsafe { a.page.fill(addr, entry.len(), |dst| entry.encode(dst, crc)) };
+            *slot = addr;
+            a.tail = addr + entry.len() as u64;
+            a.records += 1;
+        }
+        self.tail.store(a.tail, Ordering::Release);
+        result
+    }
+
     /// [`Log::append_all`] of entries whose checksums, `crcs`, are
     /// computed (before the append lock is taken).
     fn append_checksummed(
@@ -1452,6 +1490,105 @@ pub(crate) mod tests {
             hot += usize::from(found.is_some());
         }
         assert!(pages.pages.len() >= 4 && hot > 1_000, "{hot} hot records");
+    }
+
+    /// `append_each` of runs of 1 KiB records: a run goes on in the next
+    /// page (and the next segment) where `append_all` would have padded the
+    /// rest of the page for the whole run, so the pads are at most one
+    /// record's room per page; every record reads back at its address.
+    /// Regression (2026-12-02): compaction appended its 256 KiB groups with
+    /// `append_all`, and a quarter of every page it filled was a pad.
+    #[test]
+    fn a_run_of_records_goes_on_in_the_next_page_and_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4 MiB segments: 39 runs of about 260 KB (as compaction's groups)
+        // cross pages and segments.
+        let log = log_in(dir.path(), 22, 64 << 20, 0);
+        let keys: Vec<[u8; 4]> = (0..10_000u32).map(u32::to_le_bytes).collect();
+        let value = |i: usize| vec![i as u8; 1000 + i % 48];
+        let values: Vec<Vec<u8>> = (0..keys.len()).map(value).collect();
+        let mut addrs = vec![0; keys.len()];
+        for (run, (keys, addrs)) in keys.chunks(256).zip(addrs.chunks_mut(256)).enumerate() {
+            let entries: Vec<Entry<'_>> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, key)| Entry {
+                    flags: 0,
+                    expires_at: None,
+                    key,
+                    value: &values[run * 256 + i],
+                })
+                .collect();
+            log.append_each(&entries, addrs).unwrap();
+        }
+        assert!(addrs.windows(2).all(|w| w[0] < w[1]));
+        let last = log.storage.segment_of(log.tail());
+        assert!(last >= 2, "the runs crossed into segment {last}");
+        let pages = log.tail().div_ceil(PAGE_BYTES as u64);
+        let pads: u64 = (0..=last).map(|seg| log.pad_bytes(seg)).sum();
+        assert!(
+            pads <= pages * (HEADER_BYTES + 4 + 1048) as u64,
+            "{pads} bytes of pads over {pages} pages"
+        );
+        let mut scratch = Vec::new();
+        for (i, &addr) in addrs.iter().enumerate() {
+            let (key, value) = log
+                .with_record(addr, &mut scratch, |r| {
+                    (r.key.to_vec(), r.stored_value.to_vec())
+                })
+                .unwrap();
+            assert_eq!((key.as_slice(), value), (&keys[i][..], values[i].clone()));
+        }
+    }
+
+    /// An `append_each` that fails midway (the disk full when the hot tier
+    /// must make room) keeps, and publishes, the records it appended
+    /// before the failure, with their addresses (and a pad for the rest of
+    /// the page it failed to leave); the next append goes on after them.
+    #[test]
+    fn a_failed_run_keeps_the_records_appended_before_the_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        // A hot tier of 4 pages: the fifth page must evict one, and the
+        // write-out that makes room finds the disk full past 2 MiB.
+        let log = log_in(dir.path(), 28, 4 << 20, 0);
+        log.storage
+            .full_from
+            .store(2 * PAGE_BYTES as u64, std::sync::atomic::Ordering::Relaxed);
+        let keys: Vec<[u8; 4]> = (0..6_000u32).map(u32::to_le_bytes).collect();
+        let value = vec![9u8; 1000];
+        let entries: Vec<Entry<'_>> = keys
+            .iter()
+            .map(|key| Entry {
+                flags: 0,
+                expires_at: None,
+                key,
+                value: &value,
+            })
+            .collect();
+        let mut addrs = vec![0; entries.len()];
+        let full = log.append_each(&entries, &mut addrs).unwrap_err();
+        assert!(full.is_exhaustion(), "{full}");
+        let appended = addrs.iter().take_while(|&&a| a != 0).count();
+        assert!(appended > 3_000 && appended < entries.len(), "{appended}");
+        let end = addrs[appended - 1] + entries[appended - 1].len() as u64;
+        // Published up to the failed record's page change: the room
+        // left in its page, if any, is padded.
+        assert!(
+            (end..=end.next_multiple_of(PAGE_BYTES as u64)).contains(&log.tail()),
+            "tail {} after {end}",
+            log.tail()
+        );
+        let mut scratch = Vec::new();
+        for (i, &addr) in addrs[..appended].iter().enumerate() {
+            let key = log
+                .with_record(addr, &mut scratch, |r| r.key.to_vec())
+                .unwrap();
+            assert_eq!(key, keys[i]);
+        }
+        log.storage
+            .full_from
+            .store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+        assert!(append_at(&log, 7, b"after") >= end);
     }
 
     /// The page lookup's guess (one page per MiB from the first) is only a
