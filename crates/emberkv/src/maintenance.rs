@@ -151,7 +151,7 @@ fn pass(core: &Core, min_garbage: f64) -> Result<bool> {
 /// Sets whether compaction is behind (the segment files hold more than
 /// twice the live bytes plus [`BEHIND_SLACK`]), and seals the active
 /// segment once it holds [`SEAL_AT`] bytes and a quarter of the live
-/// bytes. Run at milestones during a pass as well: compacting one large
+/// bytes (where its current page ends). Run at milestones during a pass as well: compacting one large
 /// segment takes long enough for fast writers to fill most of another.
 fn assess(core: &Core) -> Result<()> {
     let log = &core.log;
@@ -171,7 +171,10 @@ fn assess(core: &Core) -> Result<()> {
         on_disk += storage.written_len(seg)?;
     }
     core.set_compaction_behind(on_disk > 2 * live + BEHIND_SLACK);
-    if written >= SEAL_AT.max(live / 4) {
+    // Sealed where the page ends, so that the seal pads nothing; at once
+    // when a request of an earlier wake is still pending (no page filled
+    // since: the writers are slow or idle).
+    if written >= SEAL_AT.max(live / 4) && log.seal_at_page_end() {
         log.seal_segment()?;
     }
     Ok(())

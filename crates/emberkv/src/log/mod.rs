@@ -99,6 +99,9 @@ struct Appender {
     resident_bytes: usize,
     /// Records appended since open (pads not counted).
     records: u64,
+    /// The segment is to be sealed where its current page ends (see
+    /// [`Log::seal_at_page_end`]).
+    seal_pending: bool,
 }
 
 /// Longest a group-commit leader waits for writers to join (200 µs).
@@ -251,6 +254,7 @@ impl Log {
                 resident_bytes: page.len(),
                 page: Arc::clone(&page),
                 records: 0,
+                seal_pending: false,
             }),
             pages: ArcSwap::from_pointee(PageList::from_pages(vec![page], segment_bits)),
             tail: AtomicU64::new(tail),
@@ -448,10 +452,22 @@ impl Log {
         self.next_page(&mut a, 0, true)
     }
 
+    /// Asks for the segment being appended to to be sealed where its
+    /// current page ends: the page after it starts the next segment. Unlike
+    /// [`Log::seal_segment`], which pads the rest of the page (up to 1 MiB
+    /// of the file for nothing), this seal costs no space, but waits for
+    /// writers to fill the page. Returns whether a request was pending
+    /// already: no page has filled since it was made.
+    pub(crate) fn seal_at_page_end(&self) -> bool {
+        std::mem::replace(&mut self.appender.lock().seal_pending, true)
+    }
+
     /// Pads the rest of the current page and starts a page with room for
     /// `len` bytes after it, or at the start of the next segment when it
-    /// would cross the segment's end or `new_segment` is set.
+    /// would cross the segment's end, `new_segment` is set or a seal is
+    /// pending (see [`Log::seal_at_page_end`]).
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
+        let new_segment = new_segment || std::mem::take(&mut a.seal_pending);
         let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
             let seg = self.storage.segment_of(a.tail);
@@ -1539,6 +1555,47 @@ pub(crate) mod tests {
                 .unwrap();
             assert_eq!((key.as_slice(), value), (&keys[i][..], values[i].clone()));
         }
+    }
+
+    /// A seal requested with `seal_at_page_end` takes effect when the
+    /// current page is full: the records go on in the segment until then,
+    /// the next page starts the next segment, and the seal pads nothing
+    /// (`seal_segment` pads the rest of the page). A second request while
+    /// one is pending says so.
+    #[test]
+    fn a_seal_at_the_page_end_pads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 24, 64 << 20, 0);
+        let value = vec![3u8; 1000];
+        let len = (HEADER_BYTES + 4 + value.len()) as u64;
+        for i in 0..1_500u32 {
+            append_at(&log, i, &value);
+        }
+        let before = log.tail();
+        assert_eq!(log.storage.segment_of(before), 0);
+        assert!(!log.seal_at_page_end());
+        assert!(log.seal_at_page_end(), "the first request is pending");
+        let mut addrs = Vec::new();
+        let mut i = 1_500;
+        while log.storage.segment_of(log.tail()) == 0 {
+            addrs.push(append_at(&log, i, &value));
+            i += 1;
+        }
+        // The records went on in segment 0 to the end of its page (none of
+        // them crossing it), and the record after them opened segment 1.
+        let page_end = before.next_multiple_of(PAGE_BYTES as u64);
+        let (last, in_zero) = addrs.split_last().unwrap();
+        assert_eq!(log.storage.segment_of(*last), 1);
+        assert!(in_zero.iter().all(|&a| a + len <= page_end));
+        assert!(page_end - (in_zero.last().unwrap() + len) < len);
+        assert!(log.pad_bytes(0) < len, "{} bytes of pads", log.pad_bytes(0));
+        assert!(!log.seal_at_page_end(), "no request left pending");
+
+        // Sealing at once pads the rest of the page.
+        append_at(&log, i, &value);
+        log.seal_segment().unwrap();
+        assert!(log.pad_bytes(1) > 1 << 19, "{}", log.pad_bytes(1));
+        assert_eq!(log.storage.segment_of(append_at(&log, i + 1, &value)), 2);
     }
 
     /// An `append_each` that fails midway (the disk full when the hot tier
