@@ -99,17 +99,20 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
     Ok(picked.into_iter().map(|(_, seg)| seg).collect())
 }
 
-/// Compacts the segments whose garbage share is at least `min_garbage`.
+/// Compacts the segments whose garbage share is at least `min_garbage`,
+/// at most `most` of them, most garbage first.
 pub(crate) fn run(
     core: &Core,
     min_garbage: f64,
+    most: usize,
     on_milestone: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
     // Make sure every sealed segment is whole in its file before reading it.
     let written = core.log.write_out()?;
-    let picked = candidates(core, min_garbage, written)?;
+    let mut picked = candidates(core, min_garbage, written)?;
+    picked.truncate(most);
     if !picked.is_empty() {
         // Compaction is about to compress: with a dictionary if one pays.
         maybe_train_dictionary(core, written)?;
@@ -937,7 +940,7 @@ mod tests {
         db.insert(&0u32.to_le_bytes(), &[0; 50_000]).unwrap();
         db.core().log.seal_segment().unwrap();
         let mut calls = 0;
-        let report = run(db.core(), 0.0, &mut || {
+        let report = run(db.core(), 0.0, usize::MAX, &mut || {
             calls += 1;
             Ok(())
         })

@@ -608,6 +608,7 @@ impl Db {
         let maintenance = Maintenance::spawn(
             Arc::clone(&core),
             options.compaction_garbage,
+            options.max_space_amplification,
             options.compress_cold_segments,
         )?;
         Ok(Db {
@@ -1036,7 +1037,7 @@ impl Db {
         if written > live + crate::storage::SEGMENT_HEADER_BYTES {
             self.core.log.seal_segment()?;
         }
-        compaction::run(&self.core, 0.0, &mut || Ok(()))
+        compaction::run(&self.core, 0.0, usize::MAX, &mut || Ok(()))
     }
 
     /// Writes out and fdatasyncs every write acknowledged so far.

@@ -105,6 +105,24 @@ pub struct Options {
     /// Default `Some(0.33)`, which bounds sealed segments' space
     /// amplification at about 1.5.
     pub compaction_garbage: Option<f64>,
+    /// The space amplification (segment files' bytes over the live record
+    /// bytes) that background compaction keeps the store within, under any
+    /// load: past 85 % of it, compaction takes the segments with the most
+    /// garbage whatever their share of it; past 93 %, writers wait for it
+    /// (at most 50 ms per write). The files may exceed it by up to 16 MiB
+    /// (the segment being written and one sealed): for stores of less
+    /// than about 100 MiB of live records that margin, not the factor,
+    /// bounds the space. At least 1.2; `f64::INFINITY` lets garbage grow
+    /// as fast as writers make it (compaction then works only by
+    /// [`Options::compaction_garbage`]). No effect when background
+    /// compaction is off.
+    ///
+    /// Default 1.5: a bound costs write throughput under overwrites, since
+    /// compaction copies the live records of segments well short of empty
+    /// (at 1.5 about one record copied per record written, LFS's cleaning
+    /// cost for uniform updates; Rosenblum and Ousterhout, 1992), measured
+    /// in docs/PERFORMANCE.md.
+    pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
     /// cold records: those that outlived their segment; with
     /// [`Options::compress_cold_segments`], sealed segments too). Writes
@@ -149,6 +167,7 @@ impl Default for Options {
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
             compaction_garbage: Some(0.33),
+            max_space_amplification: 1.5,
             compression: Compression::None,
             compress_cold_segments: false,
         }
@@ -206,6 +225,13 @@ impl Options {
         self
     }
 
+    /// Sets [`Options::max_space_amplification`] (default 1.5).
+    #[must_use]
+    pub fn max_space_amplification(mut self, bound: f64) -> Self {
+        self.max_space_amplification = bound;
+        self
+    }
+
     /// Sets [`Options::compression`] (default `Compression::None`).
     #[must_use]
     pub fn compression(mut self, compression: Compression) -> Self {
@@ -254,6 +280,12 @@ impl Options {
             && !(share > 0.0 && share <= 1.0)
         {
             return bad(format!("compaction_garbage = {share} is outside (0, 1]"));
+        }
+        let bound = self.max_space_amplification;
+        if bound.is_nan() || bound < 1.2 {
+            return bad(format!(
+                "max_space_amplification = {bound} is not at least 1.2"
+            ));
         }
         if self.read_cache_bytes as u64 > 1 << 40 {
             return bad(format!(
