@@ -21,6 +21,7 @@
 //! back: a tombstone (or expired record) is only dropped when no older
 //! record of its key can survive it.
 
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use crate::clock;
@@ -30,7 +31,7 @@ use crate::dictionary::{self, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::{ShardWriter, Slot, shard_of};
 use crate::record::{Entry, FLAG_COMPRESSED, FLAG_DICTIONARY, Record};
-use crate::recovery::for_each_record;
+use crate::recovery::{Chunk, for_each_record};
 use crate::storage::SEGMENT_HEADER_BYTES;
 
 /// What one compaction pass did, from [`crate::Db::compact`].
@@ -100,11 +101,14 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
 }
 
 /// Compacts the segments whose garbage share is at least `min_garbage`,
-/// at most `most` of them, most garbage first.
+/// at most `most` of them, most garbage first, reading them through
+/// `chunk` (kept by a caller that compacts again and again, so that its
+/// buffer is allocated once).
 pub(crate) fn run(
     core: &Core,
     min_garbage: f64,
     most: usize,
+    chunk: &mut Chunk,
     on_milestone: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
@@ -117,7 +121,7 @@ pub(crate) fn run(
         // Compaction is about to compress: with a dictionary if one pays.
         maybe_train_dictionary(core, written)?;
     }
-    compact_segments(core, &picked, on_milestone)
+    compact_segments(core, &picked, chunk, on_milestone)
 }
 
 /// Share of a sealed segment's sampled bytes (its first 256 KiB) that
@@ -161,7 +165,9 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
             continue;
         };
         if gain >= RECOMPRESS_GAIN {
-            return Ok((compact_segments(core, &[seg], &mut || Ok(()))?, seg + 1));
+            let mut chunk = Chunk::default();
+            let report = compact_segments(core, &[seg], &mut chunk, &mut || Ok(()))?;
+            return Ok((report, seg + 1));
         }
     }
     Ok((CompactionReport::default(), active))
@@ -214,7 +220,8 @@ fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
         if core.retired.lock().contains(seg) || core.damaged_segments.lock().contains(&seg) {
             continue;
         }
-        let sampled = for_each_record(storage, seg, 1 << 20, |addr, record| {
+        let mut chunk = Chunk::default();
+        let sampled = for_each_record(storage, seg, 1 << 20, &mut chunk, |addr, record| {
             let value = record.stored_value;
             if total < dictionary::MAX_SAMPLE_BYTES
                 && !record.header.is_compressed()
@@ -258,35 +265,42 @@ fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
     let (mut sampled, mut kept) = (0u64, 0u64);
     let mut compressed = Vec::new();
     let now = clock::now_ms();
-    for_each_record(core.log.storage(), seg, SAMPLE_BYTES, |addr, record| {
-        let len = record.header.total_len() as u64;
-        sampled += len;
-        if record.header.is_tombstone() {
-            // Carried again unless the segment is the oldest: not counted
-            // as reclaimable, or an idle store would rewrite its
-            // tombstones forever.
-            kept += len;
-            return Ok(());
-        }
-        if !is_newest(core, core.hasher.hash(record.key), addr) {
-            return Ok(());
-        }
-        let value = record.stored_value.len() as u64;
-        let stored = if !record.header.is_compressed()
-            && record.is_live(now)
-            && core
-                .log
-                .codec()
-                .compress(record.stored_value, &mut compressed)
-                .is_some()
-        {
-            compressed.len() as u64
-        } else {
-            value
-        };
-        kept += len - value + stored;
-        Ok(())
-    })?;
+    let mut chunk = Chunk::default();
+    for_each_record(
+        core.log.storage(),
+        seg,
+        SAMPLE_BYTES,
+        &mut chunk,
+        |addr, record| {
+            let len = record.header.total_len() as u64;
+            sampled += len;
+            if record.header.is_tombstone() {
+                // Carried again unless the segment is the oldest: not counted
+                // as reclaimable, or an idle store would rewrite its
+                // tombstones forever.
+                kept += len;
+                return Ok(());
+            }
+            if !is_newest(core, core.hasher.hash(record.key), addr) {
+                return Ok(());
+            }
+            let value = record.stored_value.len() as u64;
+            let stored = if !record.header.is_compressed()
+                && record.is_live(now)
+                && core
+                    .log
+                    .codec()
+                    .compress(record.stored_value, &mut compressed)
+                    .is_some()
+            {
+                compressed.len() as u64
+            } else {
+                value
+            };
+            kept += len - value + stored;
+            Ok(())
+        },
+    )?;
     Ok(if sampled == 0 {
         0.0
     } else {
@@ -299,6 +313,7 @@ fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
 fn compact_segments(
     core: &Core,
     segments: &[u64],
+    chunk: &mut Chunk,
     on_milestone: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactionReport> {
     let mut report = CompactionReport::default();
@@ -321,7 +336,7 @@ fn compact_segments(
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
         let mut copied = (0, 0);
-        let compacted = compact_segment(core, seg, oldest, &mut copied, on_milestone);
+        let compacted = compact_segment(core, seg, oldest, chunk, &mut copied, on_milestone);
         report.records_copied += copied.0;
         copied_bytes += copied.1;
         if let Err(found) = damage_in(core, seg, compacted)? {
@@ -352,7 +367,8 @@ fn compact_segments(
 /// together: up to this many bytes (256 KiB) per group.
 const GROUP_BYTES: usize = 256 << 10;
 
-/// A record of the segment being compacted, copied out of the scan buffer.
+/// A record of the segment being compacted, copied out of the scan buffer
+/// into its [`Group`]'s buffer.
 struct Found {
     addr: u64,
     hash: u64,
@@ -361,16 +377,30 @@ struct Found {
     record_bytes: u64,
     /// Length of the value the user wrote, in bytes.
     value_len: usize,
-    key: Vec<u8>,
-    /// The value as it will be stored in the copy: compressed as
-    /// `value_flags` say.
-    value: Vec<u8>,
+    /// Where the key is in [`Group::bytes`]; the value as it will be
+    /// stored in the copy follows it (compressed as `value_flags` say),
+    /// up to `end`.
+    key: Range<usize>,
+    end: usize,
     /// [`FLAG_COMPRESSED`] and [`FLAG_DICTIONARY`], as they apply to
-    /// `value`.
+    /// the value.
     value_flags: u8,
 }
 
-impl Found {
+/// Records gathered from a segment to be judged and copied together, with
+/// their keys and values in one buffer (kept from group to group: no
+/// allocation per record).
+#[derive(Default)]
+struct Group {
+    found: Vec<Found>,
+    bytes: Vec<u8>,
+    /// Scratch for a value being compressed.
+    compressed: Vec<u8>,
+    /// Bytes of the gathered records in the segment.
+    record_bytes: usize,
+}
+
+impl Group {
     /// Copies the record at `addr`, of key hash `hash`, out of the scan
     /// buffer, compressing its value if the store compresses, the value is
     /// stored raw and unexpired at `now_ms`, and compaction is not behind
@@ -379,34 +409,54 @@ impl Found {
     /// caller found the record to be its key's newest (or a tombstone):
     /// garbage is never copied out. Runs before the group takes any shard
     /// lock: compressing 1 KiB takes microseconds.
-    fn of(core: &Core, addr: u64, hash: u64, record: &Record<'_>, now_ms: u64) -> Found {
-        let mut found = Found {
-            addr,
-            hash,
-            tombstone: record.header.is_tombstone(),
-            expires_at: record.expires_at,
-            record_bytes: record.header.total_len() as u64,
-            value_len: record.value_len(),
-            key: record.key.to_vec(),
-            value: Vec::new(),
-            value_flags: record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY),
-        };
+    fn push(&mut self, core: &Core, addr: u64, hash: u64, record: &Record<'_>, now_ms: u64) {
         let codec = core.log.codec();
         let compressed_now = (codec.compresses_at().is_some()
             && !record.header.is_compressed()
             && !core.compaction_is_behind()
             && record.is_live(now_ms)
             && record.stored_value.len() >= MIN_COMPRESS_BYTES)
-            .then(|| codec.compress(record.stored_value, &mut found.value))
+            .then(|| codec.compress(record.stored_value, &mut self.compressed))
             .flatten();
-        match compressed_now {
-            Some(flags) => found.value_flags = flags,
-            None => {
-                found.value.clear();
-                found.value.extend_from_slice(record.stored_value);
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(record.key);
+        let value_flags = match compressed_now {
+            Some(flags) => {
+                self.bytes.extend_from_slice(&self.compressed);
+                flags
             }
-        }
-        found
+            None => {
+                self.bytes.extend_from_slice(record.stored_value);
+                record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY)
+            }
+        };
+        self.found.push(Found {
+            addr,
+            hash,
+            tombstone: record.header.is_tombstone(),
+            expires_at: record.expires_at,
+            record_bytes: record.header.total_len() as u64,
+            value_len: record.value_len(),
+            key: start..start + record.key.len(),
+            end: self.bytes.len(),
+            value_flags,
+        });
+        self.record_bytes += record.header.total_len();
+    }
+
+    fn key(&self, f: &Found) -> &[u8] {
+        &self.bytes[f.key.clone()]
+    }
+
+    /// The value as it will be stored in the copy.
+    fn value(&self, f: &Found) -> &[u8] {
+        &self.bytes[f.key.end..f.end]
+    }
+
+    fn clear(&mut self) {
+        self.found.clear();
+        self.bytes.clear();
+        self.record_bytes = 0;
     }
 }
 
@@ -452,14 +502,14 @@ fn compact_segment(
     core: &Core,
     seg: u64,
     oldest: bool,
+    chunk: &mut Chunk,
     copied: &mut (u64, u64),
     on_milestone: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
-    let mut group: Vec<Found> = Vec::new();
-    let mut group_bytes = 0;
+    let mut group = Group::default();
     let mut milestones = *core.log.milestones.lock();
     let now = clock::now_ms();
-    for_each_record(core.log.storage(), seg, u64::MAX, |addr, record| {
+    for_each_record(core.log.storage(), seg, u64::MAX, chunk, |addr, record| {
         let hash = core.hasher.hash(record.key);
         // A value the index no longer points at is garbage for good (an
         // entry never returns to an older address, and no other pass runs):
@@ -468,13 +518,11 @@ fn compact_segment(
         if !record.header.is_tombstone() && !is_newest(core, hash, addr) {
             return Ok(());
         }
-        group.push(Found::of(core, addr, hash, record, now));
-        group_bytes += record.header.total_len();
-        if group_bytes >= GROUP_BYTES {
+        group.push(core, addr, hash, record, now);
+        if group.record_bytes >= GROUP_BYTES {
             let (records, bytes) = compact_group(core, &group, oldest)?;
             *copied = (copied.0 + records, copied.1 + bytes);
             group.clear();
-            group_bytes = 0;
             let now = *core.log.milestones.lock();
             if now != milestones {
                 milestones = now;
@@ -503,11 +551,12 @@ enum Fate {
 
 /// Judges and copies one group; returns the records copied and their
 /// bytes.
-fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64)> {
-    if group.is_empty() {
+fn compact_group(core: &Core, group: &Group, oldest: bool) -> Result<(u64, u64)> {
+    let found = &group.found;
+    if found.is_empty() {
         return Ok((0, 0));
     }
-    let hashes: Vec<u64> = group.iter().map(|f| f.hash).collect();
+    let hashes: Vec<u64> = found.iter().map(|f| f.hash).collect();
     let mut shards: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
     shards.sort_unstable();
     shards.dedup();
@@ -517,11 +566,11 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
 
     // Tombstones first: looking a key up may grow its shard's table, which
     // would move the slots found for the other records.
-    let mut fates: Vec<Fate> = Vec::with_capacity(group.len());
-    for (f, &hash) in group.iter().zip(&hashes) {
+    let mut fates: Vec<Fate> = Vec::with_capacity(found.len());
+    for (f, &hash) in found.iter().zip(&hashes) {
         fates.push(if f.tombstone && !oldest {
             let writer = &mut writers[writer_of(hash)];
-            let (_, current) = core.locate(writer, hash, &f.key, None)?;
+            let (_, current) = core.locate(writer, hash, group.key(f), None)?;
             if current.is_none() {
                 Fate::Carry
             } else {
@@ -531,7 +580,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
             Fate::Drop
         });
     }
-    for ((f, &hash), fate) in group.iter().zip(&hashes).zip(fates.iter_mut()) {
+    for ((f, &hash), fate) in found.iter().zip(&hashes).zip(fates.iter_mut()) {
         if f.tombstone {
             continue;
         }
@@ -546,7 +595,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
         }
     }
 
-    let entries: Vec<Entry<'_>> = group
+    let entries: Vec<Entry<'_>> = found
         .iter()
         .zip(&fates)
         .filter_map(|(f, fate)| match fate {
@@ -554,10 +603,10 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
             Fate::Move(_) => Some(Entry {
                 flags: f.value_flags,
                 expires_at: f.expires_at,
-                key: &f.key,
-                value: &f.value,
+                key: group.key(f),
+                value: group.value(f),
             }),
-            Fate::Expire(_) | Fate::Carry => Some(Entry::tombstone(&f.key)),
+            Fate::Expire(_) | Fate::Carry => Some(Entry::tombstone(group.key(f))),
         })
         .collect();
     if entries.is_empty() {
@@ -570,7 +619,7 @@ fn compact_group(core: &Core, group: &[Found], oldest: bool) -> Result<(u64, u64
     let mut addrs = vec![0; entries.len()];
     core.log.append_each(&entries, &mut addrs)?;
     let mut written = entries.iter().zip(addrs);
-    for ((f, &hash), fate) in group.iter().zip(&hashes).zip(fates) {
+    for ((f, &hash), fate) in found.iter().zip(&hashes).zip(fates) {
         let writer = &mut writers[writer_of(hash)];
         let old = Current {
             addr: f.addr,
@@ -661,7 +710,7 @@ mod tests {
         let compactor = {
             let db = std::sync::Arc::clone(&db);
             std::thread::spawn(move || {
-                compact_segments(db.core(), &[1], &mut || Ok(())).unwrap();
+                compact_segments(db.core(), &[1], &mut Chunk::default(), &mut || Ok(())).unwrap();
             })
         };
         std::thread::sleep(std::time::Duration::from_millis(500));
@@ -689,7 +738,15 @@ mod tests {
         let core = db.core();
         core.log.sync_all().unwrap();
         let mut copied = (0, 0);
-        compact_segment(core, seg, oldest, &mut copied, &mut || Ok(())).unwrap();
+        compact_segment(
+            core,
+            seg,
+            oldest,
+            &mut Chunk::default(),
+            &mut copied,
+            &mut || Ok(()),
+        )
+        .unwrap();
         core.log.sync_all().unwrap();
         core.retire(seg).unwrap();
         copied.0
@@ -940,10 +997,16 @@ mod tests {
         db.insert(&0u32.to_le_bytes(), &[0; 50_000]).unwrap();
         db.core().log.seal_segment().unwrap();
         let mut calls = 0;
-        let report = run(db.core(), 0.0, usize::MAX, &mut || {
-            calls += 1;
-            Ok(())
-        })
+        let report = run(
+            db.core(),
+            0.0,
+            usize::MAX,
+            &mut Chunk::default(),
+            &mut || {
+                calls += 1;
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(report.segments, 1);
         assert_eq!(report.records_copied, 400);

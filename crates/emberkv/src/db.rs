@@ -22,6 +22,7 @@ use crate::maintenance::Maintenance;
 use crate::manifest::{self, Retired};
 use crate::options::Options;
 use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTES, Record};
+use crate::recovery::Chunk;
 use crate::stats::Stats;
 use crate::storage::{Ahead, Segments};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -1037,7 +1038,13 @@ impl Db {
         if written > live + crate::storage::SEGMENT_HEADER_BYTES {
             self.core.log.seal_segment()?;
         }
-        compaction::run(&self.core, 0.0, usize::MAX, &mut || Ok(()))
+        compaction::run(
+            &self.core,
+            0.0,
+            usize::MAX,
+            &mut Chunk::default(),
+            &mut || Ok(()),
+        )
     }
 
     /// Writes out and fdatasyncs every write acknowledged so far.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::compaction;
 use crate::db::Core;
 use crate::error::Result;
+use crate::recovery::Chunk;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 
@@ -131,6 +132,8 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
     // not yet considered for recompression.
     let mut quiet_since = (Instant::now(), core.log.tail());
     let mut recompress_from = 0;
+    // Compaction's read buffer, allocated once.
+    let mut chunk = Chunk::default();
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -145,7 +148,9 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
         if let Some(compaction) = compaction {
             // Keep going while passes find work: under a heavy overwrite
             // load one pass per wake would fall behind.
-            while !stop.load(Ordering::Acquire) && matches!(pass(core, compaction), Ok(true)) {
+            while !stop.load(Ordering::Acquire)
+                && matches!(pass(core, compaction, &mut chunk), Ok(true))
+            {
                 worked = true;
             }
             let quiet = !worked
@@ -176,13 +181,13 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
 /// do ends the throttling. Past [`GREEDY_SHARE`] of the bound the pass
 /// compacts the one segment with the most garbage (then assesses again),
 /// else every segment past `min_garbage`.
-fn pass(core: &Core, compaction: Compaction) -> Result<bool> {
+fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> {
     let (min_garbage, most) = if assess(core, compaction.bound)? {
         (GREEDY_MIN_GARBAGE.min(compaction.min_garbage), 1)
     } else {
         (compaction.min_garbage, usize::MAX)
     };
-    let worked = compaction::run(core, min_garbage, most, &mut || {
+    let worked = compaction::run(core, min_garbage, most, chunk, &mut || {
         assess(core, compaction.bound).map(drop)
     })?
     .segments
@@ -284,7 +289,8 @@ mod tests {
                 Compaction {
                     min_garbage,
                     bound: under
-                }
+                },
+                &mut Chunk::default()
             )
             .unwrap()
         );
@@ -299,7 +305,8 @@ mod tests {
                 Compaction {
                     min_garbage,
                     bound: greedy
-                }
+                },
+                &mut Chunk::default()
             )
             .unwrap()
         );

@@ -422,7 +422,9 @@ fn lost_below_checkpoint(tail: u64, claimed: u64) -> Error {
 
 /// Calls `f` with the address and the verified record of every record of
 /// segment `seg` that starts in its first `limit` bytes, in log order (pads
-/// skipped), reading it sequentially.
+/// skipped), reading it sequentially through `chunk` (whose buffer a
+/// caller scanning several segments keeps: a fresh one is allocated and
+/// zeroed, [`CHUNK_BYTES`] at a time).
 ///
 /// # Errors
 /// [`Error::Corruption`] at the first invalid record; errors from `f`.
@@ -430,6 +432,7 @@ pub(crate) fn for_each_record(
     storage: &Segments,
     seg: u64,
     limit: u64,
+    chunk: &mut Chunk,
     mut f: impl FnMut(u64, &Record<'_>) -> Result<()>,
 ) -> Result<()> {
     let start = storage.segment_start(seg);
@@ -437,16 +440,13 @@ pub(crate) fn for_each_record(
     // records, until the next segment is created.
     let end = start + storage.written_len(seg)?;
     let stop = end.min(start.saturating_add(limit));
-    let mut chunk = Chunk::default();
     let mut pos = start + SEGMENT_HEADER_BYTES;
     while pos < stop {
-        match next_record(storage, &mut chunk, pos, end)? {
+        match next_record(storage, chunk, pos, end)? {
             Next::Pad(len) => pos += len,
             Next::Record(h) => {
-                f(
-                    pos,
-                    &Record::verify(h, chunk.slice(pos, h.total_len()), pos)?,
-                )?;
+                // `next_record` verified it.
+                f(pos, &Record::verified(h, chunk.slice(pos, h.total_len())))?;
                 pos += h.total_len() as u64;
             }
             Next::Invalid => {
