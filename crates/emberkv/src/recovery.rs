@@ -34,17 +34,20 @@ const CHUNK_BYTES: usize = 8 << 20;
 #[derive(Default)]
 pub(crate) struct Chunk {
     addr: u64,
+    /// Read buffer: only grows, so that reading into it again zeroes
+    /// nothing; the first `len` bytes hold the file's bytes from `addr`.
     bytes: Vec<u8>,
+    len: usize,
 }
 
 impl Chunk {
     fn holds(&self, addr: u64, len: usize) -> bool {
-        addr >= self.addr && addr + len as u64 <= self.addr + self.bytes.len() as u64
+        addr >= self.addr && addr + len as u64 <= self.addr + self.len as u64
     }
 
     pub(crate) fn slice(&self, addr: u64, len: usize) -> &[u8] {
         let off = (addr - self.addr) as usize;
-        &self.bytes[off..off + len]
+        &self.bytes[..self.len][off..off + len]
     }
 
     /// Makes the chunk cover `addr..addr + len`, reading at most up to
@@ -63,9 +66,12 @@ impl Chunk {
             return Ok(false);
         }
         let want = len.max(CHUNK_BYTES).min((end - addr) as usize);
-        self.bytes.resize(want, 0);
-        let n = storage.read_at(addr, &mut self.bytes)?;
-        self.bytes.truncate(n);
+        if self.bytes.len() < want {
+            self.bytes.resize(want, 0);
+        }
+        self.len = 0;
+        let n = storage.read_at(addr, &mut self.bytes[..want])?;
+        self.len = n;
         self.addr = addr;
         Ok(n >= len)
     }

@@ -162,7 +162,7 @@ fn invalid_options_are_errors() -> TestResult {
         Options::default().segment_bytes(3 << 20),
         Options::default().hot_bytes(1024),
         Options::default().flush_interval(std::time::Duration::from_secs(5)),
-        Options::default().max_space_amplification(1.1),
+        Options::default().max_space_amplification(1.25),
         Options::default().max_space_amplification(f64::NAN),
     ] {
         assert!(matches!(

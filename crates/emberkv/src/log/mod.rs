@@ -99,9 +99,9 @@ struct Appender {
     resident_bytes: usize,
     /// Records appended since open (pads not counted).
     records: u64,
-    /// The segment is to be sealed where its current page ends (see
-    /// [`Log::seal_at_page_end`]).
-    seal_pending: bool,
+    /// The segment to be sealed where its current page ends, and since
+    /// when (see [`Log::seal_at_page_end`]).
+    seal_pending: Option<(u64, Instant)>,
 }
 
 /// Longest a group-commit leader waits for writers to join (200 µs).
@@ -254,7 +254,7 @@ impl Log {
                 resident_bytes: page.len(),
                 page: Arc::clone(&page),
                 records: 0,
-                seal_pending: false,
+                seal_pending: None,
             }),
             pages: ArcSwap::from_pointee(PageList::from_pages(vec![page], segment_bits)),
             tail: AtomicU64::new(tail),
@@ -452,14 +452,30 @@ impl Log {
         self.next_page(&mut a, 0, true)
     }
 
-    /// Asks for the segment being appended to to be sealed where its
-    /// current page ends: the page after it starts the next segment. Unlike
-    /// [`Log::seal_segment`], which pads the rest of the page (up to 1 MiB
-    /// of the file for nothing), this seal costs no space, but waits for
-    /// writers to fill the page. Returns whether a request was pending
-    /// already: no page has filled since it was made.
-    pub(crate) fn seal_at_page_end(&self) -> bool {
-        std::mem::replace(&mut self.appender.lock().seal_pending, true)
+    /// Asks for segment `seg`, if it is still the one appended to, to be
+    /// sealed where its current page ends: the page after it starts the
+    /// next segment. Unlike [`Log::seal_segment`], which pads the rest of
+    /// the page (up to 1 MiB of the file for nothing), this seal costs no
+    /// space, but waits for writers to fill the page; when a request for
+    /// `seg` has been pending for `patience` already (the writers are slow
+    /// or idle), seals it at once instead.
+    ///
+    /// # Errors
+    /// As for [`Log::seal_segment`].
+    pub(crate) fn seal_at_page_end(&self, seg: u64, patience: Duration) -> Result<()> {
+        let mut a = self.appender.lock();
+        if self.storage.segment_of(a.page.start()) != seg {
+            return Ok(());
+        }
+        match a.seal_pending {
+            Some((pending, since)) if pending == seg => {
+                if since.elapsed() >= patience {
+                    self.next_page(&mut a, 0, true)?;
+                }
+            }
+            _ => a.seal_pending = Some((seg, Instant::now())),
+        }
+        Ok(())
     }
 
     /// Pads the rest of the current page and starts a page with room for
@@ -467,7 +483,11 @@ impl Log {
     /// would cross the segment's end, `new_segment` is set or a seal is
     /// pending (see [`Log::seal_at_page_end`]).
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
-        let new_segment = new_segment || std::mem::take(&mut a.seal_pending);
+        let seg = self.storage.segment_of(a.page.start());
+        let new_segment = new_segment
+            || a.seal_pending
+                .take()
+                .is_some_and(|(pending, _)| pending == seg);
         let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
             let seg = self.storage.segment_of(a.tail);
@@ -544,8 +564,8 @@ impl Log {
     /// Checks that a log ending at `end` keeps every segment file within
     /// [`MAX_LOG_SPAN`] of the tail, so that index entries still name
     /// their records (see the index's module docs). Compaction normally
-    /// keeps the span near twice the live data; only a store holding 128
-    /// TiB of segment files can fail this.
+    /// keeps the span near `max_space_amplification` times the live data;
+    /// only a store holding 128 TiB of segment files can fail this.
     ///
     /// # Errors
     /// [`Error::Io`] when the oldest segment file is too far behind.
@@ -1559,9 +1579,9 @@ pub(crate) mod tests {
 
     /// A seal requested with `seal_at_page_end` takes effect when the
     /// current page is full: the records go on in the segment until then,
-    /// the next page starts the next segment, and the seal pads nothing
-    /// (`seal_segment` pads the rest of the page). A second request while
-    /// one is pending says so.
+    /// the next page starts the next segment, and the seal pads nothing.
+    /// Repeated within its patience a request changes nothing; past it,
+    /// the segment is sealed at once, padding the rest of the page.
     #[test]
     fn a_seal_at_the_page_end_pads_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -1573,8 +1593,14 @@ pub(crate) mod tests {
         }
         let before = log.tail();
         assert_eq!(log.storage.segment_of(before), 0);
-        assert!(!log.seal_at_page_end());
-        assert!(log.seal_at_page_end(), "the first request is pending");
+        // A request is kept, not acted on at once, however often repeated
+        // within its patience; one for a segment already left does
+        // nothing.
+        for _ in 0..3 {
+            log.seal_at_page_end(0, Duration::from_secs(60)).unwrap();
+        }
+        log.seal_at_page_end(7, Duration::ZERO).unwrap();
+        assert_eq!(log.tail(), before);
         let mut addrs = Vec::new();
         let mut i = 1_500;
         while log.storage.segment_of(log.tail()) == 0 {
@@ -1589,11 +1615,14 @@ pub(crate) mod tests {
         assert!(in_zero.iter().all(|&a| a + len <= page_end));
         assert!(page_end - (in_zero.last().unwrap() + len) < len);
         assert!(log.pad_bytes(0) < len, "{} bytes of pads", log.pad_bytes(0));
-        assert!(!log.seal_at_page_end(), "no request left pending");
+        assert!(log.appender.lock().seal_pending.is_none());
 
-        // Sealing at once pads the rest of the page.
+        // A request pending past its patience seals at once, padding the
+        // rest of the page.
         append_at(&log, i, &value);
-        log.seal_segment().unwrap();
+        log.seal_at_page_end(1, Duration::from_secs(60)).unwrap();
+        assert_eq!(log.pad_bytes(1), 0);
+        log.seal_at_page_end(1, Duration::ZERO).unwrap();
         assert!(log.pad_bytes(1) > 1 << 19, "{}", log.pad_bytes(1));
         assert_eq!(log.storage.segment_of(append_at(&log, i + 1, &value)), 2);
     }
