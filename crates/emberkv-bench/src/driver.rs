@@ -698,15 +698,26 @@ struct Buffers {
 pub fn dir_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        total += if meta.is_dir() {
-            dir_bytes(&entry.path())?
-        } else {
-            meta.blocks() * 512
-        };
+        total += entry_bytes(&entry?)?;
     }
     Ok(total)
+}
+
+/// Bytes allocated on disk for one directory entry (a directory's
+/// contents, recursively); 0 for one deleted since it was listed: an
+/// engine's background compaction deletes files while the store is
+/// measured.
+fn entry_bytes(entry: &fs::DirEntry) -> Result<u64> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    match entry.metadata() {
+        Ok(meta) if meta.is_dir() => match dir_bytes(&entry.path()) {
+            Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(gone) => Ok(0),
+            bytes => bytes,
+        },
+        Ok(meta) => Ok(meta.blocks() * 512),
+        Err(e) if gone(&e) => Ok(0),
+        Err(e) => Err(e).with_context(|| format!("measuring {}", entry.path().display())),
+    }
 }
 
 /// Waits until `deadline` or until all `running` threads have reported
@@ -733,6 +744,30 @@ mod tests {
 
     use super::*;
     use crate::engine::Visit;
+
+    /// Regression (2026-12-02): emberkv's `ycsb-a` cell failed with "No
+    /// such file or directory" when compaction deleted a segment file
+    /// between the listing of the store's directory and its measurement. A
+    /// file or directory deleted after it was listed counts 0 bytes.
+    #[test]
+    fn entries_deleted_after_the_listing_count_nothing() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        fs::write(dir.path().join("kept"), vec![1u8; 10_000])?;
+        fs::write(dir.path().join("deleted"), vec![1u8; 10_000])?;
+        fs::create_dir(dir.path().join("sub"))?;
+        fs::write(dir.path().join("sub").join("file"), vec![1u8; 10_000])?;
+        let entries: Vec<fs::DirEntry> = fs::read_dir(dir.path())?.collect::<Result<_, _>>()?;
+        fs::remove_file(dir.path().join("deleted"))?;
+        fs::remove_dir_all(dir.path().join("sub"))?;
+        let mut total = 0;
+        for entry in &entries {
+            let bytes = entry_bytes(entry)?;
+            assert_eq!(bytes > 0, entry.file_name() == "kept", "{entry:?}");
+            total += bytes;
+        }
+        assert_eq!(total, dir_bytes(dir.path())?);
+        Ok(())
+    }
 
     /// An ordered in-memory engine that can be told to corrupt byte 100 of
     /// every value it returns (past the 16 bytes checked on every read).
