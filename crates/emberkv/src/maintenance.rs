@@ -178,9 +178,9 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
 /// One compaction pass; returns whether any segment was compacted. Before
 /// the pass, and at each log milestone during it, [`assess`] throttles
 /// writers or seals the active segment; a pass that finds nothing left to
-/// do, or fails, ends the throttling. Past [`GREEDY_SHARE`] of the bound the pass
-/// compacts the one segment with the most garbage (then assesses again),
-/// else every segment past `min_garbage`.
+/// do, or fails, ends the throttling. Past [`GREEDY_SHARE`] of the bound
+/// the pass compacts the one segment with the most garbage (then assesses
+/// again), else every segment past `min_garbage`.
 fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> {
     let worked = (|| {
         let (min_garbage, most) = if assess(core, compaction.bound)? {
