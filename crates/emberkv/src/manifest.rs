@@ -57,6 +57,10 @@ impl Retired {
     /// linear in the retired segments of that range, not in its width).
     pub(crate) fn first_missing(&self, from: u64, to: u64) -> Option<u64> {
         let mut next = from.max(self.below);
+        if next >= to {
+            // A (damaged) manifest may retire segments past `to`.
+            return None;
+        }
         for &seg in self.sparse.range(next..to) {
             if seg != next {
                 break;
@@ -149,6 +153,11 @@ mod tests {
         assert_eq!(r.first_missing(7, 9), None);
         assert_eq!(r.first_missing(7, 10), Some(9));
         assert_eq!(r.first_missing(4, u64::MAX), Some(4));
+        // Regression (fuzz, 2026-12-02): a manifest retiring everything
+        // below a segment past `to` made the range empty and backwards,
+        // and `BTreeSet::range` panicked.
+        assert_eq!(Retired::all_below(1 << 50).first_missing(0, 1 << 44), None);
+        assert_eq!(Retired::all_below(12).first_missing(3, 12), None);
         let b = r.encode();
         assert_eq!(Retired::decode(&b).unwrap(), r);
         for i in 0..b.len() {
