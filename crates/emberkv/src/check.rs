@@ -76,11 +76,12 @@ impl fmt::Display for CheckReport {
 /// refuses it ([`crate::salvage`] gets the other keys out).
 ///
 /// # Errors
-/// [`Error::InvalidPath`] when `path` holds no store; [`Error::Locked`]
-/// when the store is open elsewhere; errors reading the
-/// meta file or the compression dictionary ([`Error::Corruption`],
-/// [`Error::IncompatibleFormat`]);
-/// [`Error::Io`].
+/// [`Error::InvalidPath`](crate::Error::InvalidPath) when `path` holds no
+/// store; [`Error::Locked`](crate::Error::Locked) when the store is open
+/// elsewhere; errors reading the meta file or the compression dictionary
+/// ([`Error::Corruption`](crate::Error::Corruption),
+/// [`Error::IncompatibleFormat`](crate::Error::IncompatibleFormat));
+/// [`Error::Io`](crate::Error::Io).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
     let _lock = meta::lock_existing(dir)?;
