@@ -18,6 +18,10 @@ use emberkv::{Compression, Db, Options};
 const WRITERS: u64 = 3;
 const KEYS_PER_WRITER: u64 = 150;
 const CHILD_ENV: &str = "EMBERKV_COMPACTION_CHILD";
+/// Set in the child's environment: compaction is left to the maintenance
+/// thread, held to a tight space bound (greedy passes, writers throttled),
+/// instead of a thread calling `Db::compact`.
+const BOUND_ENV: &str = "EMBERKV_COMPACTION_BOUND";
 
 fn splitmix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -89,7 +93,16 @@ fn compaction_crash_child() {
     };
     let dir = PathBuf::from(dir);
     let store = dir.join("store");
-    let db = Db::open(&store, options().compaction_garbage(Some(0.2))).unwrap();
+    let bound = std::env::var(BOUND_ENV).ok();
+    let opts = match &bound {
+        // No segment is wholly garbage (each has its header): only the
+        // bound's greedy passes compact.
+        Some(bound) => options()
+            .compaction_garbage(Some(1.0))
+            .max_space_amplification(bound.parse().unwrap()),
+        None => options().compaction_garbage(Some(0.2)),
+    };
+    let db = Db::open(&store, opts).unwrap();
     std::thread::scope(|s| {
         for w in 0..WRITERS {
             let (db, dir) = (&db, &dir);
@@ -112,11 +125,13 @@ fn compaction_crash_child() {
                 }
             });
         }
-        s.spawn(|| {
-            loop {
-                db.compact().unwrap();
-            }
-        });
+        if bound.is_none() {
+            s.spawn(|| {
+                loop {
+                    db.compact().unwrap();
+                }
+            });
+        }
     });
 }
 
@@ -158,12 +173,27 @@ fn verify(dir: &Path, db: &Db) {
 
 #[test]
 fn sigkill_during_compaction_loses_nothing_and_resurrects_nothing() {
+    kill_and_verify(None, 0x00C0_FFEE, 300..1_000);
+}
+
+/// As above, with compaction left to the maintenance thread under a space
+/// bound of 1.3: the files pass the live bytes plus 16 MiB within about a
+/// second of writes, so the kills land in greedy passes (one segment at a
+/// time, most garbage first) and among writers waiting for them.
+#[test]
+fn sigkill_during_bounded_background_compaction_loses_nothing() {
+    kill_and_verify(Some(1.3), 0xB0_0B5, 1_000..2_500);
+}
+
+/// Runs the writer child `cycles` times, killing it after a random time in
+/// `after` ms, and checks the store after each kill.
+fn kill_and_verify(bound: Option<f64>, mut seed: u64, after: std::ops::Range<u64>) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
-    let mut seed = 0x00C0_FFEE_u64;
     let mut acked_total = 0;
     for cycle in 0..8 {
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args([
                 "compaction_crash_child",
                 "--exact",
@@ -172,11 +202,15 @@ fn sigkill_during_compaction_loses_nothing_and_resurrects_nothing() {
             ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::inherit());
+        if let Some(bound) = bound {
+            command.env(BOUND_ENV, bound.to_string());
+        }
+        let mut child = command.spawn().unwrap();
         seed = splitmix64(seed);
-        std::thread::sleep(Duration::from_millis(300 + seed % 700));
+        std::thread::sleep(Duration::from_millis(
+            after.start + seed % (after.end - after.start),
+        ));
         assert!(
             child.try_wait().unwrap().is_none(),
             "cycle {cycle}: the writer exited by itself"
