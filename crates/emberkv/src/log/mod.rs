@@ -104,6 +104,15 @@ struct Appender {
     seal_pending: Option<(u64, Instant)>,
 }
 
+/// How [`Log::append_checksummed`] lays out a run of records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Contiguously in one page: seen by readers all at once.
+    OnePage,
+    /// Each record where it fits, going on in the next page.
+    EachWhereItFits,
+}
+
 /// Longest a group-commit leader waits for writers to join (200 µs).
 const MAX_GATHER: Duration = Duration::from_micros(200);
 
@@ -345,7 +354,12 @@ impl Log {
     /// tier is full and flushing to make room fails.
     pub(crate) fn append(&self, entry: &Entry<'_>) -> Result<u64> {
         let mut addrs = [0];
-        self.append_checksummed(std::slice::from_ref(entry), &[entry.checksum()], &mut addrs)?;
+        self.append_checksummed(
+            std::slice::from_ref(entry),
+            &[entry.checksum()],
+            &mut addrs,
+            Run::OnePage,
+        )?;
         Ok(addrs[0])
     }
 
@@ -357,7 +371,7 @@ impl Log {
     /// As for [`Log::append`].
     pub(crate) fn append_all(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
         let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
-        self.append_checksummed(entries, &crcs, addrs)
+        self.append_checksummed(entries, &crcs, addrs, Run::OnePage)
     }
 
     /// Appends `entries` one after another under one hold of the append
@@ -374,19 +388,35 @@ impl Log {
     /// appended (and published); `addrs` holds their addresses.
     pub(crate) fn append_each(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
         let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
+        self.append_checksummed(entries, &crcs, addrs, Run::EachWhereItFits)
+    }
+
+    /// Appends entries whose checksums, `crcs`, are computed (before the
+    /// append lock is taken), laid out as `run` says.
+    fn append_checksummed(
+        &self,
+        entries: &[Entry<'_>],
+        crcs: &[u32],
+        addrs: &mut [u64],
+        run: Run,
+    ) -> Result<()> {
         let mut a = self.appender.lock();
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
+        if run == Run::OnePage {
+            let total: usize = entries.iter().map(Entry::len).sum();
+            self.reserve(&mut a, total as u64)?;
+        }
         let mut result = Ok(());
-        for ((entry, &crc), slot) in entries.iter().zip(&crcs).zip(addrs.iter_mut()) {
-            let addr = match self.reserve(&mut a, entry.len() as u64) {
-                Ok(addr) => addr,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
+        for ((entry, &crc), slot) in entries.iter().zip(crcs).zip(addrs.iter_mut()) {
+            if run == Run::EachWhereItFits
+                && let Err(e) = self.reserve(&mut a, entry.len() as u64)
+            {
+                result = Err(e);
+                break;
+            }
+            let addr = a.tail;
             // SAFETY: we hold the append lock; `addr..addr + len` lies at or
             // above the published tail, so no reader or flusher has seen it.
             unsafe { a.page.fill(addr, entry.len(), |dst| entry.encode(dst, crc)) };
@@ -396,33 +426,6 @@ impl Log {
         }
         self.tail.store(a.tail, Ordering::Release);
         result
-    }
-
-    /// [`Log::append_all`] of entries whose checksums, `crcs`, are
-    /// computed (before the append lock is taken).
-    fn append_checksummed(
-        &self,
-        entries: &[Entry<'_>],
-        crcs: &[u32],
-        addrs: &mut [u64],
-    ) -> Result<()> {
-        let total: usize = entries.iter().map(Entry::len).sum();
-        let mut a = self.appender.lock();
-        if self.poisoned.load(Ordering::Relaxed) {
-            return Err(Error::Closed);
-        }
-        let mut addr = self.reserve(&mut a, total as u64)?;
-        for ((entry, &crc), slot) in entries.iter().zip(crcs).zip(addrs.iter_mut()) {
-            // SAFETY: we hold the append lock; `addr..addr + len` lies at or
-            // above the published tail, so no reader or flusher has seen it.
-            unsafe { a.page.fill(addr, entry.len(), |dst| entry.encode(dst, crc)) };
-            *slot = addr;
-            addr += entry.len() as u64;
-        }
-        a.tail = addr;
-        a.records += entries.len() as u64;
-        self.tail.store(a.tail, Ordering::Release);
-        Ok(())
     }
 
     /// Finds room for `len` bytes, sealing the current page (and starting a
@@ -490,7 +493,6 @@ impl Log {
                 .is_some_and(|(pending, _)| pending == seg);
         let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
-            let seg = self.storage.segment_of(a.tail);
             *self.pad_bytes.lock().entry(seg).or_default() += room;
             // SAFETY: append lock held; the range is above the published tail.
             unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
@@ -506,7 +508,6 @@ impl Log {
                 (need + HEADER_BYTES as u64).next_multiple_of(page)
             }
         };
-        let seg = self.storage.segment_of(a.page.start());
         let last = self.storage.segment_of(u64::MAX);
         if seg >= last {
             // Only the empty page of an exhausted log lies here (`Log::new`).
