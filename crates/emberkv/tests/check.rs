@@ -1,6 +1,6 @@
 //! `emberkv::check`: read-only verification.
 
-use emberkv::{Db, Error, Options, check};
+use emberkv::{CheckReport, Db, Error, Options, check};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -76,21 +76,29 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
 /// Two damaged records in one sealed segment are both named (a newcomer
 /// found check stopped at a segment's first), and the records after them
 /// are still checked.
+/// Flips a bit at each of `offsets` in the store's first segment file,
+/// checks the store, and counts the problems that mention `what`.
+fn flip_and_check(
+    dir: &std::path::Path,
+    offsets: &[usize],
+    what: &str,
+) -> Result<(usize, CheckReport), Box<dyn std::error::Error>> {
+    let seg = dir.join("000000000000.seg");
+    let mut bytes = std::fs::read(&seg)?;
+    for &at in offsets {
+        bytes[at] ^= 0x40;
+    }
+    std::fs::write(&seg, &bytes)?;
+    let report = check(dir)?;
+    let named = report.problems.iter().filter(|p| p.contains(what)).count();
+    Ok((named, report))
+}
+
 #[test]
 fn every_damaged_record_of_a_sealed_segment_is_named() -> TestResult {
     let dir = tempfile::tempdir()?;
     build(dir.path())?;
-    let seg = dir.path().join("000000000000.seg");
-    let mut bytes = std::fs::read(&seg)?;
-    bytes[5_000] ^= 0x40;
-    bytes[500_000] ^= 0x40;
-    std::fs::write(&seg, &bytes)?;
-    let report = check(dir.path())?;
-    let named = report
-        .problems
-        .iter()
-        .filter(|p| p.contains("sealed segment"))
-        .count();
+    let (named, report) = flip_and_check(dir.path(), &[5_000, 500_000], "sealed segment")?;
     assert_eq!(named, 2, "{report}");
     // Every record but the two damaged ones (and those a skip to the next
     // page may lose, none here: the damage is in values).
@@ -124,18 +132,8 @@ fn every_damaged_record_below_the_durable_mark_is_named() -> TestResult {
     }
     db.close()?;
     std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
-    let seg = dir.path().join("000000000000.seg");
-    let mut bytes = std::fs::read(&seg)?;
     // Value bytes of two records (each about 520 bytes).
-    bytes[300_000] ^= 0x40;
-    bytes[700_000] ^= 0x40;
-    std::fs::write(&seg, &bytes)?;
-    let report = check(dir.path())?;
-    let named = report
-        .problems
-        .iter()
-        .filter(|p| p.contains("durable mark"))
-        .count();
+    let (named, report) = flip_and_check(dir.path(), &[300_000, 700_000], "durable mark")?;
     assert_eq!(named, 2, "{report}");
     assert_eq!(report.records, 2_000 - 2, "{report}");
     Ok(())

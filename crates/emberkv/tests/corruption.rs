@@ -555,6 +555,15 @@ fn assert_parse_matches(recs: &[Rec], model: &Model) {
     );
 }
 
+/// The bytes and records of the first segment of the store in `dir`,
+/// checked to replay to the model's final state.
+fn first_segment(dir: &Path, model: &Model) -> (Vec<u8>, Vec<Rec>) {
+    let seg_bytes = fs::read(dir.join(seg_name(0))).unwrap();
+    let recs = parse_segment(&seg_bytes, 0, segment_bits(dir));
+    assert_parse_matches(&recs, model);
+    (seg_bytes, recs)
+}
+
 // ---------------------------------------------------------------- 1. truncation
 
 #[test]
@@ -563,9 +572,7 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
     let pristine = root.path().join("pristine");
     let model = build_small_store(&pristine);
     assert_eq!(segment_files(&pristine), vec![0]);
-    let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
-    let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
-    assert_parse_matches(&recs, &model);
+    let (seg_bytes, recs) = first_segment(&pristine, &model);
     let len = seg_bytes.len() as u64;
 
     // Every offset of the first 2 KiB, every 5th to 6 KiB, then a stride.
@@ -732,9 +739,7 @@ fn every_byte_flipped_in_a_tiny_store() {
     let root = scratch();
     let pristine = root.path().join("pristine");
     let model = build_tiny_store(&pristine);
-    let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
-    let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
-    assert_parse_matches(&recs, &model);
+    let (_, recs) = first_segment(&pristine, &model);
     let (seg_bytes, mark) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
@@ -772,9 +777,7 @@ fn flipped_bytes_in_a_200_key_store() {
     let root = scratch();
     let pristine = root.path().join("pristine");
     let model = build_small_store(&pristine);
-    let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
-    let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
-    assert_parse_matches(&recs, &model);
+    let (_, recs) = first_segment(&pristine, &model);
     let (seg_bytes, _) = lower_mark(&pristine, &recs);
     let work = root.path().join("work");
     copy_dir(&pristine, &work);
@@ -803,9 +806,7 @@ fn cuts_and_flips_around_a_pad() {
     let pristine = root.path().join("pristine");
     let model = build_two_page_store(&pristine);
     assert_eq!(segment_files(&pristine), vec![0]);
-    let seg_bytes = fs::read(pristine.join(seg_name(0))).unwrap();
-    let recs = parse_segment(&seg_bytes, 0, segment_bits(&pristine));
-    assert_parse_matches(&recs, &model);
+    let (seg_bytes, recs) = first_segment(&pristine, &model);
     let pad = recs
         .iter()
         .find(|r| r.is_pad())
@@ -2167,9 +2168,7 @@ fn salvage_goes_on_at_the_next_page_past_a_damaged_length() {
     let root = scratch();
     let store = root.path().join("store");
     let model = build_two_page_store(&store);
-    let seg_bytes = fs::read(store.join(seg_name(0))).unwrap();
-    let recs = parse_segment(&seg_bytes, 0, segment_bits(&store));
-    assert_parse_matches(&recs, &model);
+    let (_, recs) = first_segment(&store, &model);
     let victim = &recs[2];
     assert!(victim.end() < PAGE && !victim.is_pad());
     xor_byte(&store.join(seg_name(0)), victim.off + 12, 0x40);
