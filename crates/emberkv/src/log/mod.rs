@@ -104,14 +104,12 @@ struct Appender {
     seal_pending: Option<(u64, Instant)>,
 }
 
-/// How [`Log::append_checksummed`] lays out a run of records.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Run {
-    /// Contiguously in one page: seen by readers all at once.
-    OnePage,
-    /// Each record where it fits, going on in the next page.
-    EachWhereItFits,
-}
+/// How [`Log::append_checksummed`] lays out a run of records (a const
+/// parameter, so that a single insert's append pays no branch for it):
+/// contiguously in one page, seen by readers all at once.
+const ONE_PAGE: bool = false;
+/// Each record where it fits, going on in the next page.
+const EACH_WHERE_IT_FITS: bool = true;
 
 /// Longest a group-commit leader waits for writers to join (200 µs).
 const MAX_GATHER: Duration = Duration::from_micros(200);
@@ -354,11 +352,10 @@ impl Log {
     /// tier is full and flushing to make room fails.
     pub(crate) fn append(&self, entry: &Entry<'_>) -> Result<u64> {
         let mut addrs = [0];
-        self.append_checksummed(
+        self.append_checksummed::<ONE_PAGE>(
             std::slice::from_ref(entry),
             &[entry.checksum()],
             &mut addrs,
-            Run::OnePage,
         )?;
         Ok(addrs[0])
     }
@@ -371,7 +368,7 @@ impl Log {
     /// As for [`Log::append`].
     pub(crate) fn append_all(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
         let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
-        self.append_checksummed(entries, &crcs, addrs, Run::OnePage)
+        self.append_checksummed::<ONE_PAGE>(entries, &crcs, addrs)
     }
 
     /// Appends `entries` one after another under one hold of the append
@@ -388,31 +385,29 @@ impl Log {
     /// appended (and published); `addrs` holds their addresses.
     pub(crate) fn append_each(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
         let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
-        self.append_checksummed(entries, &crcs, addrs, Run::EachWhereItFits)
+        self.append_checksummed::<EACH_WHERE_IT_FITS>(entries, &crcs, addrs)
     }
 
     /// Appends entries whose checksums, `crcs`, are computed (before the
-    /// append lock is taken), laid out as `run` says.
-    fn append_checksummed(
+    /// append lock is taken), each where it fits when `EACH` is
+    /// [`EACH_WHERE_IT_FITS`], else all in one page ([`ONE_PAGE`]).
+    fn append_checksummed<const EACH: bool>(
         &self,
         entries: &[Entry<'_>],
         crcs: &[u32],
         addrs: &mut [u64],
-        run: Run,
     ) -> Result<()> {
         let mut a = self.appender.lock();
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        if run == Run::OnePage {
+        if !EACH {
             let total: usize = entries.iter().map(Entry::len).sum();
             self.reserve(&mut a, total as u64)?;
         }
         let mut result = Ok(());
         for ((entry, &crc), slot) in entries.iter().zip(crcs).zip(addrs.iter_mut()) {
-            if run == Run::EachWhereItFits
-                && let Err(e) = self.reserve(&mut a, entry.len() as u64)
-            {
+            if EACH && let Err(e) = self.reserve(&mut a, entry.len() as u64) {
                 result = Err(e);
                 break;
             }
