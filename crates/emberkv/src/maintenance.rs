@@ -30,9 +30,10 @@ const SEAL_AT: u64 = 8 << 20;
 /// counts as behind and writers wait for it (0.93): the rest is room for
 /// what is appended between two checks (up to
 /// [`crate::log::MILESTONE_BYTES`]) and for the copies of a compaction
-/// in progress, whose segment is still on disk. Chosen by measurement: at
-/// a bound of 1.5, the harness's overwrite cell ended its bursts at 1.37
-/// with writers waiting past 1.4 (docs/PERFORMANCE.md).
+/// in progress, whose segment is still on disk. Chosen by measurement: with
+/// writers waiting past 1.4 times the live bytes (an experiment), the
+/// harness's overwrite cell ended its bursts at 1.37; at a bound of 1.5
+/// (waiting past 1.395) they ended at 1.42 and 1.47 (docs/PERFORMANCE.md).
 ///
 /// [`Options::max_space_amplification`]: crate::Options::max_space_amplification
 const THROTTLE_SHARE: f64 = 0.93;
