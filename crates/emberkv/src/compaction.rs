@@ -103,13 +103,15 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
 /// Compacts the segments whose garbage share is at least `min_garbage`,
 /// at most `most` of them, most garbage first, reading them through
 /// `chunk` (kept by a caller that compacts again and again, so that its
-/// buffer is allocated once).
+/// buffer is allocated once). Calls `on_progress` after each segment it
+/// retires, and between groups of records when the log reached a
+/// milestone since the last call.
 pub(crate) fn run(
     core: &Core,
     min_garbage: f64,
     most: usize,
     chunk: &mut Chunk,
-    on_milestone: &mut dyn FnMut() -> Result<()>,
+    on_progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactionReport> {
     let _one_at_a_time = core.compaction_lock.lock();
     core.delete_retired_files()?;
@@ -121,7 +123,7 @@ pub(crate) fn run(
         // Compaction is about to compress: with a dictionary if one pays.
         maybe_train_dictionary(core, written)?;
     }
-    compact_segments(core, &picked, chunk, on_milestone)
+    compact_segments(core, &picked, chunk, on_progress)
 }
 
 /// Share of a sealed segment's sampled bytes (its first 256 KiB) that
@@ -314,7 +316,7 @@ fn compact_segments(
     core: &Core,
     segments: &[u64],
     chunk: &mut Chunk,
-    on_milestone: &mut dyn FnMut() -> Result<()>,
+    on_progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<CompactionReport> {
     let mut report = CompactionReport::default();
     let storage = core.log.storage();
@@ -336,7 +338,7 @@ fn compact_segments(
             .find(|&s| !core.retired.lock().contains(s))
             == Some(seg);
         let mut copied = (0, 0);
-        let compacted = compact_segment(core, seg, oldest, chunk, &mut copied, on_milestone);
+        let compacted = compact_segment(core, seg, oldest, chunk, &mut copied, on_progress);
         report.records_copied += copied.0;
         copied_bytes += copied.1;
         if let Err(found) = damage_in(core, seg, compacted)? {
@@ -358,6 +360,7 @@ fn compact_segments(
         core.carried_tombstones.lock().remove(&seg);
         report.segments += 1;
         core.compactions.fetch_add(1, Ordering::Relaxed);
+        on_progress()?;
     }
     report.bytes_reclaimed = deleted.saturating_sub(copied_bytes);
     Ok(report)
@@ -488,7 +491,7 @@ fn damage_in<T>(core: &Core, seg: u64, result: Result<T>) -> Result<Result<T, u6
 /// Copies the live records (and needed tombstones) of `seg` to the tail,
 /// adding how many were copied, and their bytes, to `copied` (so that a
 /// pass that fails midway still counts what it copied). Calls
-/// `on_milestone` between groups when the log reached a milestone since
+/// `on_progress` between groups when the log reached a milestone since
 /// the last call.
 ///
 /// Records are judged and copied in groups, each under the locks of the
@@ -504,7 +507,7 @@ fn compact_segment(
     oldest: bool,
     chunk: &mut Chunk,
     copied: &mut (u64, u64),
-    on_milestone: &mut dyn FnMut() -> Result<()>,
+    on_progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
     let mut group = Group::default();
     let mut milestones = *core.log.milestones.lock();
@@ -526,7 +529,7 @@ fn compact_segment(
             let now = *core.log.milestones.lock();
             if now != milestones {
                 milestones = now;
-                on_milestone()?;
+                on_progress()?;
             }
         }
         Ok(())

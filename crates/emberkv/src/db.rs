@@ -25,7 +25,7 @@ use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTE
 use crate::recovery::Chunk;
 use crate::stats::Stats;
 use crate::storage::{Ahead, Segments};
-use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Condvar, Mutex};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 
@@ -130,9 +130,10 @@ pub(crate) struct Core {
     pub(crate) iterators: AtomicUsize,
     /// Retired segments whose files wait for the iterators to finish.
     pending_deletes: Mutex<Vec<u64>>,
-    /// Set by the maintenance thread while garbage outgrows what it
-    /// reclaims; writers then wait for it (see [`Core::throttle`]).
-    compaction_behind: AtomicBool,
+    /// The [`Log::appended`] count past which writers wait for compaction
+    /// (see [`Core::throttle`]), set by the maintenance thread from the
+    /// room left under the space bound; `u64::MAX` when they need not.
+    append_limit: AtomicU64,
     compaction_caught_up: (Mutex<()>, Condvar),
 }
 
@@ -276,13 +277,16 @@ impl Core {
 
     /// Makes a writer wait (at most [`THROTTLE_WAIT`]) while compaction
     /// is behind: writers faster than the compactor would otherwise let
-    /// garbage, and the disk, grow without bound.
+    /// garbage, and the disk, grow without bound. Behind means the log
+    /// has grown past the limit the maintenance thread last set, so
+    /// writers stop where the room under the space bound ends, not where
+    /// the maintenance thread next looks.
     fn throttle(&self) {
-        if !self.compaction_behind.load(Ordering::Relaxed) {
+        if !self.compaction_is_behind() {
             return;
         }
         let mut caught_up = self.compaction_caught_up.0.lock();
-        if self.compaction_behind.load(Ordering::Relaxed) {
+        if self.compaction_is_behind() {
             self.compaction_caught_up
                 .1
                 .wait_for(&mut caught_up, THROTTLE_WAIT);
@@ -291,16 +295,29 @@ impl Core {
 
     /// Whether compaction is behind (see [`Core::throttle`]).
     pub(crate) fn compaction_is_behind(&self) -> bool {
-        self.compaction_behind.load(Ordering::Relaxed)
+        self.log.appended() >= self.append_limit.load(Ordering::Relaxed)
     }
 
-    /// Sets whether compaction is behind (see [`Core::throttle`]), waking
-    /// throttled writers when it caught up.
-    pub(crate) fn set_compaction_behind(&self, behind: bool) {
-        if self.compaction_behind.swap(behind, Ordering::Relaxed) && !behind {
-            let _guard = self.compaction_caught_up.0.lock();
-            self.compaction_caught_up.1.notify_all();
+    /// Lets writers append until [`Log::appended`] reaches `limit` (see
+    /// [`Core::throttle`]); `u64::MAX` lifts the limit. Wakes throttled
+    /// writers when it rises.
+    pub(crate) fn set_append_limit(&self, limit: u64) {
+        if self.append_limit.swap(limit, Ordering::Relaxed) < limit {
+            self.wake_throttled_writers();
         }
+    }
+
+    /// Raises the limit of [`Core::set_append_limit`] to `limit`, unless
+    /// it is already higher.
+    pub(crate) fn raise_append_limit(&self, limit: u64) {
+        if self.append_limit.fetch_max(limit, Ordering::Relaxed) < limit {
+            self.wake_throttled_writers();
+        }
+    }
+
+    fn wake_throttled_writers(&self) {
+        let _guard = self.compaction_caught_up.0.lock();
+        self.compaction_caught_up.1.notify_all();
     }
 
     /// Finds the slot of `key` in a locked shard and the record its entry
@@ -603,7 +620,7 @@ impl Db {
             train_dictionary_at: AtomicU64::new(0),
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
-            compaction_behind: AtomicBool::new(false),
+            append_limit: AtomicU64::new(u64::MAX),
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
         let maintenance = Maintenance::spawn(
@@ -1194,6 +1211,7 @@ fn run_after_append_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::atomic::AtomicBool;
 
     /// Regression (a newcomer's stats poller, 2026-12-02): a segment file
     /// compaction deleted between the listing of the store's directory and

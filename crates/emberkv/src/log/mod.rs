@@ -166,6 +166,11 @@ pub(crate) struct Log {
     /// by the appender, read lock-free by readers and the flusher.
     pages: ArcSwap<PageList>,
     tail: AtomicU64,
+    /// The tail when the log was opened, and the addresses skipped since
+    /// (from each sealed segment's end to the next segment's start): what
+    /// [`Log::appended`] takes off the tail.
+    opened_at: u64,
+    skipped: AtomicU64,
     flushed: AtomicU64,
     durable: AtomicU64,
     flush_cursor: Mutex<FlushCursor>,
@@ -265,6 +270,8 @@ impl Log {
             }),
             pages: ArcSwap::from_pointee(PageList::from_pages(vec![page], segment_bits)),
             tail: AtomicU64::new(tail),
+            opened_at: tail,
+            skipped: AtomicU64::new(0),
             flushed: AtomicU64::new(tail),
             durable: AtomicU64::new(tail),
             flush_cursor: Mutex::new(FlushCursor {
@@ -329,6 +336,16 @@ impl Log {
     /// One past the last published record.
     pub(crate) fn tail(&self) -> u64 {
         self.tail.load(Ordering::Acquire)
+    }
+
+    /// Bytes appended since open (records, pads and segment headers): the
+    /// bytes the segment files grew by, before compaction deleted any.
+    /// Counts up with every append; the log address jumps at each sealed
+    /// segment's end, this does not. Read without the append lock: during
+    /// a seal it may read low by the bytes skipped, never high.
+    pub(crate) fn appended(&self) -> u64 {
+        let tail = self.tail();
+        (tail - self.opened_at).saturating_sub(self.skipped.load(Ordering::Acquire))
     }
 
     /// Everything below this address is fdatasynced.
@@ -527,6 +544,8 @@ impl Log {
             self.check_span(start + bytes)?;
             let sealed_len = a.tail - self.storage.segment_start(seg);
             self.sealed_lengths.lock().insert(seg + 1, sealed_len);
+            // Before the tail moves on: see `Log::appended`.
+            self.skipped.fetch_add(start - a.tail, Ordering::Release);
         }
         if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
             *self.milestones.lock() += 1;
@@ -1621,6 +1640,34 @@ pub(crate) mod tests {
         log.seal_at_page_end(1, Duration::ZERO).unwrap();
         assert!(log.pad_bytes(1) > 1 << 19, "{}", log.pad_bytes(1));
         assert_eq!(log.storage.segment_of(append_at(&log, i + 1, &value)), 2);
+    }
+
+    /// `appended` counts the bytes the segment files grow by: records,
+    /// pads and segment headers, not the addresses a seal skips (up to a
+    /// whole segment's).
+    #[test]
+    fn appended_counts_file_bytes_not_skipped_addresses() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 24, 64 << 20, 0);
+        let value = vec![3u8; 1000];
+        let len = (HEADER_BYTES + 4 + value.len()) as u64;
+        assert_eq!(log.appended(), 0);
+        for i in 0..10u32 {
+            append_at(&log, i, &value);
+        }
+        assert_eq!(log.appended(), 10 * len);
+        log.seal_segment().unwrap();
+        append_at(&log, 10, &value);
+        assert_eq!(log.storage.segment_of(log.tail()), 1);
+        // The pad to the end of segment 0's page, segment 1's header and
+        // the record.
+        let pads = log.pad_bytes(0);
+        assert!(pads > 0);
+        assert_eq!(log.appended(), 11 * len + pads + SEGMENT_HEADER_BYTES);
+        log.write_out().unwrap();
+        let files = log.storage.written_len(0).unwrap() - SEGMENT_HEADER_BYTES
+            + log.storage.written_len(1).unwrap();
+        assert_eq!(log.appended(), files);
     }
 
     /// An `append_each` that fails midway (the disk full when the hot tier
