@@ -134,6 +134,10 @@ const RECOMPRESS_GAIN: f64 = 0.25;
 /// it would reclaim: 256 KiB.
 const SAMPLE_BYTES: u64 = 256 << 10;
 
+/// Bytes of each segment's front whose live values are samples for
+/// training a dictionary: 1 MiB.
+const TRAINING_SAMPLE_BYTES: u64 = 1 << 20;
+
 /// Rewrites, with compression, the first sealed segment numbered `from` or
 /// above whose rewrite would reclaim at least [`RECOMPRESS_GAIN`] of its
 /// bytes (dead records, plus what compressing its live raw values saves,
@@ -222,19 +226,25 @@ fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
         if core.retired.lock().contains(seg) || core.damaged_segments.lock().contains(&seg) {
             continue;
         }
-        let mut chunk = Chunk::default();
-        let sampled = for_each_record(storage, seg, 1 << 20, &mut chunk, |addr, record| {
-            let value = record.stored_value;
-            if total < dictionary::MAX_SAMPLE_BYTES
-                && !record.header.is_compressed()
-                && (MIN_COMPRESS_BYTES..=dictionary::MAX_SAMPLE_VALUE).contains(&value.len())
-                && is_newest(core, core.hasher.hash(record.key), addr)
-            {
-                total += value.len();
-                samples.push(value.to_vec());
-            }
-            Ok(())
-        });
+        let mut chunk = Chunk::reading(TRAINING_SAMPLE_BYTES as usize);
+        let sampled = for_each_record(
+            storage,
+            seg,
+            TRAINING_SAMPLE_BYTES,
+            &mut chunk,
+            |addr, record| {
+                let value = record.stored_value;
+                if total < dictionary::MAX_SAMPLE_BYTES
+                    && !record.header.is_compressed()
+                    && (MIN_COMPRESS_BYTES..=dictionary::MAX_SAMPLE_VALUE).contains(&value.len())
+                    && is_newest(core, core.hasher.hash(record.key), addr)
+                {
+                    total += value.len();
+                    samples.push(value.to_vec());
+                }
+                Ok(())
+            },
+        );
         // The samples read before a damaged record are kept.
         unless_damaged(core, seg, sampled)?;
     }
@@ -267,7 +277,7 @@ fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
     let (mut sampled, mut kept) = (0u64, 0u64);
     let mut compressed = Vec::new();
     let now = clock::now_ms();
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk::reading(SAMPLE_BYTES as usize);
     for_each_record(
         core.log.storage(),
         seg,

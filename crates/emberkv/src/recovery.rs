@@ -31,16 +31,36 @@ use crate::storage::{SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
 const CHUNK_BYTES: usize = 8 << 20;
 
 /// A window of a segment file held in memory during replay.
-#[derive(Default)]
 pub(crate) struct Chunk {
     addr: u64,
     /// Read buffer: only grows, so that reading into it again zeroes
     /// nothing; the first `len` bytes hold the file's bytes from `addr`.
     bytes: Vec<u8>,
     len: usize,
+    /// Bytes read at a time (more for a longer record).
+    window: usize,
+}
+
+impl Default for Chunk {
+    /// Reads [`CHUNK_BYTES`] at a time: for whole segments.
+    fn default() -> Self {
+        Chunk::reading(CHUNK_BYTES)
+    }
 }
 
 impl Chunk {
+    /// A chunk that reads `window` bytes at a time (or a whole record, if
+    /// longer): for a scan of a segment's first `window` bytes, which
+    /// would otherwise read (and allocate) [`CHUNK_BYTES`].
+    pub(crate) fn reading(window: usize) -> Self {
+        Chunk {
+            addr: 0,
+            bytes: Vec::new(),
+            len: 0,
+            window,
+        }
+    }
+
     fn holds(&self, addr: u64, len: usize) -> bool {
         addr >= self.addr && addr + len as u64 <= self.addr + self.len as u64
     }
@@ -65,7 +85,7 @@ impl Chunk {
         if addr + len as u64 > end {
             return Ok(false);
         }
-        let want = len.max(CHUNK_BYTES).min((end - addr) as usize);
+        let want = len.max(self.window).min((end - addr) as usize);
         if self.bytes.len() < want {
             self.bytes.resize(want, 0);
         }
@@ -675,6 +695,34 @@ mod tests {
             key,
             value,
         }
+    }
+
+    /// A scan of a segment's first bytes through a chunk reading that many
+    /// at a time visits the records starting in them, and reads (and
+    /// allocates) about that many bytes, not [`CHUNK_BYTES`]: sampling a
+    /// segment for compression used to read 8 MiB to look at 256 KiB.
+    #[test]
+    fn a_sampling_scan_reads_only_what_it_samples() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 24, 64 << 20, 0);
+        let value = vec![9u8; 1000];
+        let mut addrs = Vec::new();
+        for i in 0..10_000u32 {
+            addrs.push(log.append(&entry(&i.to_le_bytes(), &value)).unwrap());
+        }
+        log.write_out().unwrap();
+        let window = 64 << 10;
+        let mut chunk = Chunk::reading(window);
+        let mut seen = Vec::new();
+        for_each_record(log.storage(), 0, window as u64, &mut chunk, |addr, _| {
+            seen.push(addr);
+            Ok(())
+        })
+        .unwrap();
+        let first = log.storage().segment_start(0) + window as u64;
+        let expected: Vec<u64> = addrs.into_iter().filter(|&a| a < first).collect();
+        assert_eq!(seen, expected);
+        assert!(chunk.bytes.len() <= window + 2048, "{}", chunk.bytes.len());
     }
 
     /// After a crash the records replay read may be in the page cache
