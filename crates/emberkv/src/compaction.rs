@@ -105,15 +105,23 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
 /// `chunk` (kept by a caller that compacts again and again, so that its
 /// buffer is allocated once). Calls `on_progress` after each segment it
 /// retires, and between groups of records when the log reached a
-/// milestone since the last call.
+/// milestone since the last call. `None` when it would have to wait for
+/// another pass or a backup and `wait` says not to.
 pub(crate) fn run(
     core: &Core,
     min_garbage: f64,
     most: usize,
+    wait: Wait,
     chunk: &mut Chunk,
     on_progress: &mut dyn FnMut() -> Result<()>,
-) -> Result<CompactionReport> {
-    let _one_at_a_time = core.compaction_lock.lock();
+) -> Result<Option<CompactionReport>> {
+    let _one_at_a_time = match wait {
+        Wait::Yes => core.compaction_lock.lock(),
+        Wait::No => match core.compaction_lock.try_lock() {
+            Some(guard) => guard,
+            None => return Ok(None),
+        },
+    };
     core.delete_retired_files()?;
     // Make sure every sealed segment is whole in its file before reading it.
     let written = core.log.write_out()?;
@@ -123,7 +131,17 @@ pub(crate) fn run(
         // Compaction is about to compress: with a dictionary if one pays.
         maybe_train_dictionary(core, written)?;
     }
-    compact_segments(core, &picked, chunk, on_progress)
+    compact_segments(core, &picked, chunk, on_progress).map(Some)
+}
+
+/// Whether [`run`] waits while compaction is held off.
+#[derive(Clone, Copy)]
+pub(crate) enum Wait {
+    /// It waits (a foreground [`crate::Db::compact`]).
+    Yes,
+    /// It returns at once (the maintenance thread, which must go on
+    /// setting where writers wait).
+    No,
 }
 
 /// Share of a sealed segment's sampled bytes (its first 256 KiB) that
@@ -226,7 +244,7 @@ fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
         if core.retired.lock().contains(seg) || core.damaged_segments.lock().contains(&seg) {
             continue;
         }
-        let mut chunk = Chunk::reading(TRAINING_SAMPLE_BYTES as usize);
+        let mut chunk = Chunk::reading(TRAINING_SAMPLE_BYTES as usize / 4);
         let sampled = for_each_record(
             storage,
             seg,
@@ -277,7 +295,7 @@ fn rewrite_gain(core: &Core, seg: u64) -> Result<f64> {
     let (mut sampled, mut kept) = (0u64, 0u64);
     let mut compressed = Vec::new();
     let now = clock::now_ms();
-    let mut chunk = Chunk::reading(SAMPLE_BYTES as usize);
+    let mut chunk = Chunk::reading(SAMPLE_BYTES as usize / 4);
     for_each_record(
         core.log.storage(),
         seg,
@@ -992,7 +1010,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_compaction_reports_the_milestones_it_passes() {
+    fn a_long_compaction_reports_the_milestones_it_passes_and_each_segment_retired() {
         // 32 MiB segments, 20 MiB of live records in segment 0: their
         // copies alone cross two 8 MiB milestones, and the maintenance
         // thread must get to look at the log between groups (values kept
@@ -1014,16 +1032,19 @@ mod tests {
             db.core(),
             0.0,
             usize::MAX,
+            Wait::Yes,
             &mut Chunk::default(),
             &mut || {
                 calls += 1;
                 Ok(())
             },
         )
-        .unwrap();
+        .unwrap()
+        .expect("a waiting pass runs");
         assert_eq!(report.segments, 1);
         assert_eq!(report.records_copied, 400);
-        assert!(calls >= 2, "{calls} calls");
+        // Two milestones and the segment retired.
+        assert!(calls >= 3, "{calls} calls");
         for i in 0..400u32 {
             assert_eq!(
                 db.get(&i.to_le_bytes()).unwrap().unwrap(),

@@ -135,6 +135,8 @@ pub(crate) struct Core {
     /// room left under the space bound; `u64::MAX` when they need not.
     append_limit: AtomicU64,
     compaction_caught_up: (Mutex<()>, Condvar),
+    /// Writes that waited in [`Core::throttle`] since open.
+    write_waits: AtomicU64,
 }
 
 /// Longest a write waits for compaction to catch up: 50 ms. A bound, not a
@@ -287,6 +289,7 @@ impl Core {
         }
         let mut caught_up = self.compaction_caught_up.0.lock();
         if self.compaction_is_behind() {
+            self.write_waits.fetch_add(1, Ordering::Relaxed);
             self.compaction_caught_up
                 .1
                 .wait_for(&mut caught_up, THROTTLE_WAIT);
@@ -621,6 +624,7 @@ impl Db {
             iterators: AtomicUsize::new(0),
             pending_deletes: Mutex::new(Vec::new()),
             append_limit: AtomicU64::new(u64::MAX),
+            write_waits: AtomicU64::new(0),
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
         let maintenance = Maintenance::spawn(
@@ -1014,7 +1018,10 @@ impl Db {
             disk_bytes,
             self.core.log.resident_bytes(),
             self.core.log.cache.counters(),
-            self.core.compactions.load(Ordering::Relaxed),
+            (
+                self.core.compactions.load(Ordering::Relaxed),
+                self.core.write_waits.load(Ordering::Relaxed),
+            ),
             self.core.log.commit_counts(),
             self.core.torn_bytes_cut,
         ))
@@ -1049,13 +1056,15 @@ impl Db {
         if written > live + crate::storage::SEGMENT_HEADER_BYTES {
             self.core.log.seal_segment()?;
         }
-        compaction::run(
+        let report = compaction::run(
             &self.core,
             0.0,
             usize::MAX,
+            compaction::Wait::Yes,
             &mut Chunk::default(),
             &mut || Ok(()),
-        )
+        )?;
+        Ok(report.unwrap_or_default())
     }
 
     /// Writes out and fdatasyncs every write acknowledged so far.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::compaction;
+use crate::compaction::{self, Wait};
 use crate::db::Core;
 use crate::error::Result;
 use crate::recovery::Chunk;
@@ -118,6 +118,8 @@ impl Maintenance {
             // A panic in the thread leaves the store as a crash would.
             let _ = thread.join();
         }
+        // A last check of the thread's may have set a limit again.
+        self.core.set_append_limit(u64::MAX);
     }
 }
 
@@ -130,12 +132,26 @@ struct Compaction {
     bound: f64,
 }
 
+/// Lifts the writers' limit when dropped: no writer waits for a
+/// maintenance thread that has ended, panicking included.
+struct LiftLimitOnExit<'a>(&'a Core);
+
+impl Drop for LiftLimitOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.set_append_limit(u64::MAX);
+    }
+}
+
 fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_cold: bool) {
+    let _lift = LiftLimitOnExit(core);
     let mut seen = *core.log.milestones.lock();
-    // Where writers' quiet began (time and tail), and the first segment
-    // not yet considered for recompression.
-    let mut quiet_since = (Instant::now(), core.log.tail());
+    // Where writers' quiet began (time and bytes appended; not the log
+    // address, which jumps at every seal), the first segment not yet
+    // considered for recompression, and the bytes appended at the last
+    // checkpoint this thread wrote.
+    let mut quiet_since = (Instant::now(), core.log.appended());
     let mut recompress_from = 0;
+    let mut checkpointed = 0;
     // Compaction's read buffer, allocated once.
     let mut chunk = Chunk::default();
     while !stop.load(Ordering::Acquire) {
@@ -159,7 +175,7 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
             }
             let quiet = !worked
                 && quiet_since.0.elapsed() >= INTERVAL / 2
-                && core.log.tail() - quiet_since.1 < QUIET_BYTES;
+                && core.log.appended() - quiet_since.1 < QUIET_BYTES;
             if compress_cold && quiet && !stop.load(Ordering::Acquire) {
                 if let Ok((_, next)) = compaction::recompress(core, recompress_from) {
                     recompress_from = next;
@@ -167,22 +183,29 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
                 worked = true;
             }
         }
-        if worked || core.log.tail() - quiet_since.1 >= QUIET_BYTES {
+        if worked || core.log.appended() - quiet_since.1 >= QUIET_BYTES {
             // The copies are not the writers' doing: quiet starts over
             // after them.
-            quiet_since = (Instant::now(), core.log.tail());
+            quiet_since = (Instant::now(), core.log.appended());
         }
-        let since = core.log.tail() - core.checkpointed.load(Ordering::Relaxed);
-        if since >= CHECKPOINT_EVERY && !stop.load(Ordering::Acquire) {
-            let _ = core.checkpoint();
+        // Bytes appended, not the log address's distance from the last
+        // checkpoint's, which jumps by most of a segment at every early
+        // seal: that wrote a checkpoint after each one.
+        if core.log.appended() - checkpointed >= CHECKPOINT_EVERY && !stop.load(Ordering::Acquire) {
+            let appended = core.log.appended();
+            if core.checkpoint().is_ok() {
+                checkpointed = appended;
+            }
         }
     }
 }
 
 /// One compaction pass; returns whether any segment was compacted. Before
-/// the pass, and at each log milestone during it, [`assess`] throttles
-/// writers or seals the active segment; a pass that finds nothing left to
-/// do, or fails, ends the throttling. Past [`GREEDY_SHARE`] of the bound
+/// the pass, at each log milestone during it and after each segment it
+/// retires, [`assess`] sets where writers wait or seals the active
+/// segment; a pass that finds nothing left to do, fails, or finds
+/// compaction held off (by a backup, a foreground [`crate::Db::compact`])
+/// lets writers go on for [`SEAL_AT`] bytes. Past [`GREEDY_SHARE`] of the bound
 /// the pass compacts the one segment with the most garbage (then assesses
 /// again), else every segment past `min_garbage`.
 fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> {
@@ -192,10 +215,10 @@ fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> 
         } else {
             (compaction.min_garbage, usize::MAX)
         };
-        let report = compaction::run(core, min_garbage, most, chunk, &mut || {
+        let report = compaction::run(core, min_garbage, most, Wait::No, chunk, &mut || {
             assess(core, compaction.bound).map(drop)
         })?;
-        Ok(report.segments > 0)
+        Ok(report.is_some_and(|r| r.segments > 0))
     })();
     // Writers never wait long for a compactor that found nothing to do, or
     // failed (it tries again at its next wake): they may append another
@@ -220,11 +243,20 @@ fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> 
 fn assess(core: &Core, bound: f64) -> Result<bool> {
     let log = &core.log;
     // Read before the files: what is appended meanwhile counts twice (the
-    // limit errs low), never not at all.
+    // limit errs low), never not at all. It errs high by the records of
+    // sealed segments not yet written to their files (the flusher's lag,
+    // at most the hot tier's unflushed bytes), which `footprint` misses.
     let appended = log.appended();
     let (on_disk, live, active, written) = footprint(core)?;
-    // At most `u64::MAX` (`as` saturates; an infinite bound never limits).
-    let cap = |share: f64| ((share * bound * live as f64) as u64).max(live + MIN_SLACK);
+    // At most `u64::MAX` (`as` saturates); an infinite bound never limits
+    // (not even with nothing live, where its product would be NaN).
+    let cap = |share: f64| {
+        if bound.is_infinite() {
+            u64::MAX
+        } else {
+            ((share * bound * live as f64) as u64).max(live + MIN_SLACK)
+        }
+    };
     core.set_append_limit(appended.saturating_add(cap(THROTTLE_SHARE).saturating_sub(on_disk)));
     // Sealed where the page ends, so that the seal pads nothing; at once
     // when a request has been pending for half an interval (no page filled
@@ -241,8 +273,11 @@ fn assess(core: &Core, bound: f64) -> Result<bool> {
 fn footprint(core: &Core) -> Result<(u64, u64, u64, u64)> {
     let log = &core.log;
     let storage = log.storage();
-    let active = storage.segment_of(log.tail());
-    let written = log.tail() - storage.segment_start(active);
+    // One read of the tail: a seal between two would count the addresses
+    // it skipped as written.
+    let tail = log.tail();
+    let active = storage.segment_of(tail);
+    let written = tail - storage.segment_start(active);
     let live: u64 = core.index.live_by_segment().values().sum();
     let mut on_disk = written;
     // Retired files still on disk (kept for a live iterator) do not count:
@@ -336,9 +371,10 @@ mod tests {
 
     /// Writers wait where the room under the bound ends, not where the
     /// maintenance thread next looks: a store of 2 MiB under 4 writers
-    /// grew to 66-100 times its live bytes when they waited only on a flag
+    /// grew to 66-134 times its live bytes when they waited only on a flag
     /// the thread set each time it looked. A compactor with nothing to
-    /// take lets them go on for [`SEAL_AT`] more bytes, not without end.
+    /// take, or held off (here by the compaction lock, as a backup holds
+    /// it), lets them go on for [`SEAL_AT`] more bytes, not without end.
     #[test]
     fn writers_wait_where_the_room_under_the_bound_ends() {
         let dir = tempfile::tempdir().unwrap();
@@ -355,7 +391,12 @@ mod tests {
         // 2 MB live: the slack is the larger cap.
         let cap = live + MIN_SLACK;
         assert!(THROTTLE_SHARE * bound * (live as f64) < cap as f64);
+        let waits = || db.stats().unwrap().write_waits;
+        // Overwrites until `limit` bytes are appended: none waits before
+        // it, the one that reaches it does (once), and it is passed by at
+        // most that record and a pad before it.
         let overwrite_until = |limit: u64, k: &mut u32| {
+            let waited = waits();
             while core.log.appended() < limit {
                 assert!(
                     !core.compaction_is_behind(),
@@ -366,10 +407,11 @@ mod tests {
                 *k += 1;
             }
             assert!(core.compaction_is_behind());
+            assert!(core.log.appended() - limit < 4096);
+            assert_eq!(waits(), waited + 1);
         };
         let mut k = 0;
         overwrite_until(core.log.appended() + (cap - on_disk), &mut k);
-        // Past the cap by less than the last record and a pad before it.
         let (on_disk, _, _, _) = footprint(core).unwrap();
         assert!((cap..cap + 4096).contains(&on_disk), "{on_disk} for {cap}");
 
@@ -380,5 +422,21 @@ mod tests {
         };
         assert!(!pass(core, nothing, &mut Chunk::default()).unwrap());
         overwrite_until(core.log.appended() + SEAL_AT, &mut k);
+
+        // Compaction held off: the same, without waiting for it.
+        {
+            let _backup = core.compaction_lock.lock();
+            assert!(!pass(core, nothing, &mut Chunk::default()).unwrap());
+            overwrite_until(core.log.appended() + SEAL_AT, &mut k);
+        }
+
+        // An infinite bound never limits, even with nothing live (its
+        // product with 0 is NaN).
+        core.set_append_limit(u64::MAX);
+        for k in 0..keys {
+            db.remove(&k.to_le_bytes()).unwrap();
+        }
+        assert!(!assess(core, f64::INFINITY).unwrap());
+        assert!(!core.compaction_is_behind());
     }
 }

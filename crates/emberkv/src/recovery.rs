@@ -50,8 +50,11 @@ impl Default for Chunk {
 
 impl Chunk {
     /// A chunk that reads `window` bytes at a time (or a whole record, if
-    /// longer): for a scan of a segment's first `window` bytes, which
-    /// would otherwise read (and allocate) [`CHUNK_BYTES`].
+    /// longer): for a scan of a segment's first bytes, which would
+    /// otherwise read (and allocate) [`CHUNK_BYTES`]. The record that
+    /// crosses a window's end is read again with the next window, so a
+    /// scan of `n` bytes reads about `n` plus one window: a quarter of `n`
+    /// is a good window.
     pub(crate) fn reading(window: usize) -> Self {
         Chunk {
             addr: 0,
@@ -697,10 +700,10 @@ mod tests {
         }
     }
 
-    /// A scan of a segment's first bytes through a chunk reading that many
-    /// at a time visits the records starting in them, and reads (and
-    /// allocates) about that many bytes, not [`CHUNK_BYTES`]: sampling a
-    /// segment for compression used to read 8 MiB to look at 256 KiB.
+    /// A scan of a segment's first bytes through a chunk reading a quarter
+    /// of them at a time visits the records starting in them, and
+    /// allocates a window, not [`CHUNK_BYTES`]: sampling a segment for
+    /// compression used to read 8 MiB to look at 256 KiB.
     #[test]
     fn a_sampling_scan_reads_only_what_it_samples() {
         let dir = tempfile::tempdir().unwrap();
@@ -711,15 +714,15 @@ mod tests {
             addrs.push(log.append(&entry(&i.to_le_bytes(), &value)).unwrap());
         }
         log.write_out().unwrap();
-        let window = 64 << 10;
+        let (sampled, window) = (256 << 10, 64 << 10);
         let mut chunk = Chunk::reading(window);
         let mut seen = Vec::new();
-        for_each_record(log.storage(), 0, window as u64, &mut chunk, |addr, _| {
+        for_each_record(log.storage(), 0, sampled, &mut chunk, |addr, _| {
             seen.push(addr);
             Ok(())
         })
         .unwrap();
-        let first = log.storage().segment_start(0) + window as u64;
+        let first = log.storage().segment_start(0) + sampled;
         let expected: Vec<u64> = addrs.into_iter().filter(|&a| a < first).collect();
         assert_eq!(seen, expected);
         assert!(chunk.bytes.len() <= window + 2048, "{}", chunk.bytes.len());

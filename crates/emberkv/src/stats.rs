@@ -46,6 +46,10 @@ pub struct Stats {
     pub cache_hit_ratio: f64,
     /// Segments compacted since the store was opened.
     pub compactions: u64,
+    /// Writes that waited for compaction since the store was opened, each
+    /// up to 50 ms: the files had reached the space bound (see
+    /// [`crate::Options::max_space_amplification`]).
+    pub write_waits: u64,
     /// Records appended since the store was opened (writes, tombstones and
     /// compaction's copies).
     pub records_appended: u64,
@@ -68,7 +72,7 @@ impl Stats {
         disk_bytes: u64,
         hot_bytes: usize,
         (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
-        compactions: u64,
+        (compactions, write_waits): (u64, u64),
         (records_appended, fdatasyncs): (u64, u64),
         torn_bytes_cut: u64,
     ) -> Stats {
@@ -91,6 +95,7 @@ impl Stats {
                 (read_cache_hits + read_cache_misses) as f64,
             ),
             compactions,
+            write_waits,
             records_appended,
             fdatasyncs,
             torn_bytes_cut,

@@ -94,7 +94,7 @@ fn iterations(default: usize) -> usize {
 #[cfg(shuttle)]
 mod shuttled {
     use std::ops::{Deref, DerefMut};
-    use std::sync::{Arc, PoisonError};
+    use std::sync::{Arc, PoisonError, TryLockError};
     use std::time::Duration;
 
     /// `parking_lot::Mutex` over shuttle's: `lock` returns the guard
@@ -119,6 +119,18 @@ mod shuttled {
                 mutex: &self.0,
                 guard: Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)),
             }
+        }
+
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            let guard = match self.0.try_lock() {
+                Ok(guard) => guard,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => return None,
+            };
+            Some(MutexGuard {
+                mutex: &self.0,
+                guard: Some(guard),
+            })
         }
     }
 

@@ -102,6 +102,9 @@ struct Appender {
     /// The segment to be sealed where its current page ends, and since
     /// when (see [`Log::seal_at_page_end`]).
     seal_pending: Option<(u64, Instant)>,
+    /// Addresses skipped since open, from each sealed segment's end to the
+    /// next segment's start (see [`Log::appended`]).
+    skipped: u64,
 }
 
 /// How [`Log::append_checksummed`] lays out a run of records (a const
@@ -166,11 +169,10 @@ pub(crate) struct Log {
     /// by the appender, read lock-free by readers and the flusher.
     pages: ArcSwap<PageList>,
     tail: AtomicU64,
-    /// The tail when the log was opened, and the addresses skipped since
-    /// (from each sealed segment's end to the next segment's start): what
-    /// [`Log::appended`] takes off the tail.
+    /// The tail when the log was opened.
     opened_at: u64,
-    skipped: AtomicU64,
+    /// See [`Log::appended`]; published with the tail.
+    appended: AtomicU64,
     flushed: AtomicU64,
     durable: AtomicU64,
     flush_cursor: Mutex<FlushCursor>,
@@ -267,11 +269,12 @@ impl Log {
                 page: Arc::clone(&page),
                 records: 0,
                 seal_pending: None,
+                skipped: 0,
             }),
             pages: ArcSwap::from_pointee(PageList::from_pages(vec![page], segment_bits)),
             tail: AtomicU64::new(tail),
             opened_at: tail,
-            skipped: AtomicU64::new(0),
+            appended: AtomicU64::new(0),
             flushed: AtomicU64::new(tail),
             durable: AtomicU64::new(tail),
             flush_cursor: Mutex::new(FlushCursor {
@@ -341,11 +344,18 @@ impl Log {
     /// Bytes appended since open (records, pads and segment headers): the
     /// bytes the segment files grew by, before compaction deleted any.
     /// Counts up with every append; the log address jumps at each sealed
-    /// segment's end, this does not. Read without the append lock: during
-    /// a seal it may read low by the bytes skipped, never high.
+    /// segment's end, this does not. Published with the tail, under the
+    /// append lock, as one value (a read never mixes an old tail with a
+    /// new skip).
     pub(crate) fn appended(&self) -> u64 {
-        let tail = self.tail();
-        (tail - self.opened_at).saturating_sub(self.skipped.load(Ordering::Acquire))
+        self.appended.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the appender's tail to readers, and [`Log::appended`].
+    fn publish(&self, a: &Appender) {
+        self.tail.store(a.tail, Ordering::Release);
+        self.appended
+            .store(a.tail - self.opened_at - a.skipped, Ordering::Relaxed);
     }
 
     /// Everything below this address is fdatasynced.
@@ -436,7 +446,7 @@ impl Log {
             a.tail = addr + entry.len() as u64;
             a.records += 1;
         }
-        self.tail.store(a.tail, Ordering::Release);
+        self.publish(&a);
         result
     }
 
@@ -509,7 +519,7 @@ impl Log {
             // SAFETY: append lock held; the range is above the published tail.
             unsafe { a.page.fill(a.tail, room as usize, record::encode_pad) };
             a.tail = a.page.end();
-            self.tail.store(a.tail, Ordering::Release);
+            self.publish(a);
         }
         let page_len = |skip: u64| {
             let need = skip + len;
@@ -527,6 +537,7 @@ impl Log {
         }
         let mut start = a.page.end();
         let mut bytes = page_len(0);
+        let mut skip = 0;
         // Less room than a pad is left only at a segment's end (see
         // `Log::new`): the segment then ends at the tail.
         let same_segment = !new_segment
@@ -544,8 +555,7 @@ impl Log {
             self.check_span(start + bytes)?;
             let sealed_len = a.tail - self.storage.segment_start(seg);
             self.sealed_lengths.lock().insert(seg + 1, sealed_len);
-            // Before the tail moves on: see `Log::appended`.
-            self.skipped.fetch_add(start - a.tail, Ordering::Release);
+            skip = start - a.tail;
         }
         if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
             *self.milestones.lock() += 1;
@@ -569,9 +579,12 @@ impl Log {
         self.pages
             .store(Arc::new(self.pages.load().with(Arc::clone(&page))));
         a.page = page;
+        // Counted only now, with the tail that moves past it: a seal that
+        // failed above left both as they were.
+        a.skipped += skip;
         a.tail = mem_start;
         a.resident_bytes += bytes as usize;
-        self.tail.store(a.tail, Ordering::Release);
+        self.publish(a);
         self.page_sealed.notify_one();
         Ok(())
     }
@@ -1668,6 +1681,41 @@ pub(crate) mod tests {
         let files = log.storage.written_len(0).unwrap() - SEGMENT_HEADER_BYTES
             + log.storage.written_len(1).unwrap();
         assert_eq!(log.appended(), files);
+    }
+
+    /// A seal that fails (the disk full when the hot tier must make room
+    /// for the next segment's page) counts no skipped addresses: counted
+    /// before the failure, they pinned `appended` at 0 (found in review:
+    /// five failed seals, then 6.2 MB appended, and `appended` read 0,
+    /// which held the space bound's throttle off).
+    #[test]
+    fn a_failed_seal_leaves_appended_the_files_growth() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 24, 4 << 20, 0);
+        let value = vec![3u8; 1000];
+        let mut i = 0u32;
+        while log.tail() < 3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2 {
+            append_at(&log, i, &value);
+            i += 1;
+        }
+        log.storage.full_from.store(0, Ordering::Relaxed);
+        for _ in 0..5 {
+            assert!(log.seal_segment().is_err());
+        }
+        log.storage.full_from.store(u64::MAX, Ordering::Relaxed);
+        for _ in 0..2_000 {
+            append_at(&log, i, &value);
+            i += 1;
+        }
+        log.write_out().unwrap();
+        let files: u64 = log
+            .storage
+            .list()
+            .unwrap()
+            .iter()
+            .map(|&s| log.storage.written_len(s).unwrap())
+            .sum();
+        assert_eq!(log.appended(), files - SEGMENT_HEADER_BYTES);
     }
 
     /// An `append_each` that fails midway (the disk full when the hot tier
