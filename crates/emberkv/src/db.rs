@@ -25,7 +25,7 @@ use crate::record::{EXPIRY_BYTES, Entry, FLAG_BATCH, FLAG_TOMBSTONE, HEADER_BYTE
 use crate::recovery::Chunk;
 use crate::stats::Stats;
 use crate::storage::{Ahead, Segments};
-use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Condvar, Mutex};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES, clock, meta, recovery};
 
@@ -137,6 +137,12 @@ pub(crate) struct Core {
     compaction_caught_up: (Mutex<()>, Condvar),
     /// Writes that waited in [`Core::throttle`] since open.
     write_waits: AtomicU64,
+    /// [`Options::max_space_amplification`] while background compaction
+    /// is on (see `maintenance::assess`), for a foreground compaction to
+    /// set where writers wait as the background one does.
+    pub(crate) space_bound: Option<f64>,
+    /// Set while [`Db::backup`] holds compaction off.
+    pub(crate) backing_up: AtomicBool,
 }
 
 /// Longest a write waits for compaction to catch up: 50 ms. A bound, not a
@@ -625,6 +631,10 @@ impl Db {
             pending_deletes: Mutex::new(Vec::new()),
             append_limit: AtomicU64::new(u64::MAX),
             write_waits: AtomicU64::new(0),
+            space_bound: options
+                .compaction_garbage
+                .map(|_| options.max_space_amplification),
+            backing_up: AtomicBool::new(false),
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
         let maintenance = Maintenance::spawn(
@@ -1062,7 +1072,12 @@ impl Db {
             usize::MAX,
             compaction::Wait::Yes,
             &mut Chunk::default(),
-            &mut || Ok(()),
+            // Where writers wait, after each segment retired, as the
+            // background compaction sets it (which it cannot meanwhile).
+            &mut || match self.core.space_bound {
+                Some(bound) => crate::maintenance::assess(&self.core, bound).map(drop),
+                None => Ok(()),
+            },
         )?;
         Ok(report.unwrap_or_default())
     }
@@ -1089,15 +1104,22 @@ impl Db {
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
         // Hold compaction off, so no segment is retired while it is copied.
         let _no_compaction = self.core.compaction_lock.lock();
-        self.core.log.sync_all()?;
-        let retired = self.core.retired.lock().clone();
-        crate::backup::copy_prefix(
-            &self.core.dir,
-            dest.as_ref(),
-            &self.core.log,
-            &retired,
-            self.core.log.durable(),
-        )
+        // Writers go on meanwhile, past the space bound if need be (see
+        // `maintenance::pass`).
+        self.core.backing_up.store(true, Ordering::Relaxed);
+        let copied = (|| {
+            self.core.log.sync_all()?;
+            let retired = self.core.retired.lock().clone();
+            crate::backup::copy_prefix(
+                &self.core.dir,
+                dest.as_ref(),
+                &self.core.log,
+                &retired,
+                self.core.log.durable(),
+            )
+        })();
+        self.core.backing_up.store(false, Ordering::Relaxed);
+        copied
     }
 
     /// Flushes, fdatasyncs and closes the store, releasing its lock.
@@ -1220,7 +1242,6 @@ fn run_after_append_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::atomic::AtomicBool;
 
     /// Regression (a newcomer's stats poller, 2026-12-02): a segment file
     /// compaction deleted between the listing of the store's directory and
