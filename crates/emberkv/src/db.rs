@@ -138,8 +138,9 @@ pub(crate) struct Core {
     /// Writes that waited in [`Core::throttle`] since open.
     write_waits: AtomicU64,
     /// [`Options::max_space_amplification`] while background compaction
-    /// is on (see `maintenance::assess`), for a foreground compaction to
-    /// set where writers wait as the background one does.
+    /// is on (see `maintenance::assess`): the maintenance thread holds the
+    /// files to it, and a foreground compaction sets where writers wait
+    /// by it as the background one does.
     pub(crate) space_bound: Option<f64>,
     /// Set while [`Db::backup`] holds compaction off.
     pub(crate) backing_up: AtomicBool,
@@ -640,7 +641,6 @@ impl Db {
         let maintenance = Maintenance::spawn(
             Arc::clone(&core),
             options.compaction_garbage,
-            options.max_space_amplification,
             options.compress_cold_segments,
         )?;
         Ok(Db {

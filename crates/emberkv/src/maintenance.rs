@@ -73,8 +73,8 @@ impl Maintenance {
     /// Starts a thread that, at each log milestone and at least every
     /// [`INTERVAL`], compacts the sealed segments with at least
     /// `min_garbage` of garbage (when set; also sealing the active segment
-    /// early, see [`SEAL_AT`], and keeping the files within
-    /// `max_space_amplification` of the live bytes, see [`assess`]), with
+    /// early, see [`SEAL_AT`], and keeping the files within the store's
+    /// space bound, `Core::space_bound`, see [`assess`]), with
     /// `compress_cold` rewrites one sealed
     /// segment with compression while writers are quiet (see
     /// [`QUIET_BYTES`]), and
@@ -85,16 +85,15 @@ impl Maintenance {
     pub(crate) fn spawn(
         core: Arc<Core>,
         min_garbage: Option<f64>,
-        max_space_amplification: f64,
         compress_cold: bool,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (core, stop) = (Arc::clone(&core), Arc::clone(&stop));
-            let compaction = min_garbage.map(|min_garbage| Compaction {
-                min_garbage,
-                bound: max_space_amplification,
-            });
+            // The bound is set exactly when background compaction is on.
+            let compaction = min_garbage
+                .zip(core.space_bound)
+                .map(|(min_garbage, bound)| Compaction { min_garbage, bound });
             thread::spawn("emberkv-maintenance", move || {
                 run(&core, &stop, compaction, compress_cold)
             })?
@@ -191,11 +190,12 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
         // Bytes appended, not the log address's distance from the last
         // checkpoint's, which jumps by most of a segment at every early
         // seal: that wrote a checkpoint after each one.
-        if core.log.appended() - checkpointed >= CHECKPOINT_EVERY && !stop.load(Ordering::Acquire) {
-            let appended = core.log.appended();
-            if core.checkpoint().is_ok() {
-                checkpointed = appended;
-            }
+        let appended = core.log.appended();
+        if appended - checkpointed >= CHECKPOINT_EVERY
+            && !stop.load(Ordering::Acquire)
+            && core.checkpoint().is_ok()
+        {
+            checkpointed = appended;
         }
     }
 }

@@ -453,7 +453,8 @@ fn lost_below_checkpoint(tail: u64, claimed: u64) -> Error {
 /// segment `seg` that starts in its first `limit` bytes, in log order (pads
 /// skipped), reading it sequentially through `chunk` (whose buffer a
 /// caller scanning several segments keeps: a fresh one is allocated and
-/// zeroed, [`CHUNK_BYTES`] at a time).
+/// zeroed at its first read, a window's worth, [`CHUNK_BYTES`] by
+/// default).
 ///
 /// # Errors
 /// [`Error::Corruption`] at the first invalid record; errors from `f`.

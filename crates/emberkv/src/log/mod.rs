@@ -1678,9 +1678,21 @@ pub(crate) mod tests {
         assert!(pads > 0);
         assert_eq!(log.appended(), 11 * len + pads + SEGMENT_HEADER_BYTES);
         log.write_out().unwrap();
-        let files = log.storage.written_len(0).unwrap() - SEGMENT_HEADER_BYTES
-            + log.storage.written_len(1).unwrap();
-        assert_eq!(log.appended(), files);
+        assert_eq!(log.appended(), files_grown_by(&log));
+    }
+
+    /// Bytes the segment files of a log opened empty grew by: their
+    /// written lengths, less the first segment's header (written at
+    /// creation, before the log's tail).
+    fn files_grown_by(log: &Log) -> u64 {
+        let files: u64 = log
+            .storage
+            .list()
+            .unwrap()
+            .iter()
+            .map(|&s| log.storage.written_len(s).unwrap())
+            .sum();
+        files - SEGMENT_HEADER_BYTES
     }
 
     /// A seal that fails (the disk full when the hot tier must make room
@@ -1708,14 +1720,7 @@ pub(crate) mod tests {
             i += 1;
         }
         log.write_out().unwrap();
-        let files: u64 = log
-            .storage
-            .list()
-            .unwrap()
-            .iter()
-            .map(|&s| log.storage.written_len(s).unwrap())
-            .sum();
-        assert_eq!(log.appended(), files - SEGMENT_HEADER_BYTES);
+        assert_eq!(log.appended(), files_grown_by(&log));
     }
 
     /// An `append_each` that fails midway (the disk full when the hot tier
