@@ -140,11 +140,13 @@ pub struct Options {
     /// cleans are a share u live (Rosenblum and Ousterhout, LFS, 1992),
     /// about one record per record written at 1.5. Measured with the
     /// benchmark harness (8 threads, 100,000 keys of 1 KiB; one run each,
-    /// docs/PERFORMANCE.md): at 2.0, `overwrite` 2.58x sled with the burst
-    /// ending at 1.90, `ycsb-a` 1.96x and `ycsb-f` 1.90x sled; at 1.5,
-    /// `overwrite` about 1.5x sled ending at 1.42-1.47, `ycsb-a` 1.02x and
-    /// `ycsb-f` 0.86x sled. Choose 1.5 when disk space matters more than
-    /// the rate of updates.
+    /// docs/BENCHMARKS.md and docs/PERFORMANCE.md): at 2.0, `overwrite`
+    /// 1.90x sled on the board with the burst ending at 1.93, and 2.47x in
+    /// a later run, `ycsb-a` 1.87x and `ycsb-f` 1.96x sled in that run; at
+    /// 1.5 (measured before writers waited where the room ends, at
+    /// `bd469ba`), `overwrite` about 1.5x sled ending at 1.42-1.47,
+    /// `ycsb-a` 1.02x and `ycsb-f` 0.86x sled. Choose 1.5 when disk space
+    /// matters more than the rate of updates.
     pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
     /// cold records: those that outlived their segment; with
