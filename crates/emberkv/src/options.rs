@@ -143,10 +143,11 @@ pub struct Options {
     /// docs/BENCHMARKS.md and docs/PERFORMANCE.md): at 2.0, `overwrite`
     /// 1.90x sled on the board with the burst ending at 1.93, and 2.47x in
     /// a later run, `ycsb-a` 1.87x and `ycsb-f` 1.96x sled in that run; at
-    /// 1.5 (measured before writers waited where the room ends, at
-    /// `bd469ba`), `overwrite` about 1.5x sled ending at 1.42-1.47,
-    /// `ycsb-a` 1.02x and `ycsb-f` 0.86x sled. Choose 1.5 when disk space
-    /// matters more than the rate of updates.
+    /// 1.5 (the same tree, alternated with 2.0), `overwrite` 1.79x and
+    /// 1.83x sled with the burst ending at 1.39-1.40, and `ycsb-a` and
+    /// `ycsb-f` about a third slower than at 2.0 (281k-300k operations
+    /// per second against 443k-470k; `ycsb-f` 1.03x to 1.60x sled). Choose
+    /// 1.5 when disk space matters more than the rate of updates.
     pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
     /// cold records: those that outlived their segment; with
