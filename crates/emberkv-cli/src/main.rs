@@ -117,7 +117,8 @@ enum Command {
     /// and expired records, and print what was reclaimed.
     Compact,
     /// Write a consistent copy of the store to DEST, a new or empty
-    /// directory.
+    /// directory (on the same file system, sealed segments are hard-linked,
+    /// not copied; neither store ever writes them again).
     Backup {
         /// The directory to create the copy in.
         dest: PathBuf,

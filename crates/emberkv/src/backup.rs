@@ -1,28 +1,65 @@
-//! Online backup: copy a durable prefix of the log.
+//! Online backup: a durable prefix of the log, linked or copied.
 //!
 //! Records are only ever appended, so the bytes below a durable address
-//! never change: copying the meta file and every segment up to that address
-//! gives a consistent store, whatever writers do meanwhile (with the
-//! compression dictionary, if the store has one).
+//! never change: the meta file and every segment up to that address make
+//! a consistent store, whatever writers do meanwhile (with the compression
+//! dictionary, if the store has one).
+//!
+//! A sealed segment whose file holds its records and nothing more is
+//! never written again, by this store or by the backup once opened (a
+//! store writes only its newest segment: records, marks, a torn tail's
+//! cut, and what is allocated ahead). [`start`] therefore hard-links such
+//! segments into the backup when both directories are on one file system,
+//! as RocksDB's checkpoints link their immutable table files: the backup
+//! costs a directory entry per segment, not a copy of the data, and the
+//! two stores share those blocks until each retires its own name. A
+//! segment that cannot be linked (another file system, a file longer than
+//! its records) is copied. Retiring a segment only unlinks the store's
+//! own name, so compaction, held off while [`start`] runs, may go on while
+//! [`LastSegment::copy`] copies the newest segment from its open file.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::manifest::{self, Retired};
 use crate::storage::{SEGMENT_HEADER_BYTES, sync_dir, write_mark_to};
 
-/// Copies the store in `src` up to log address `upto` (a record boundary
-/// that is durable) into the new store directory `dest`.
-pub(crate) fn copy_prefix(
+/// The part of a backup left once [`start`] returns: the newest segment
+/// it covers, up to the backup's address, from a file opened while
+/// compaction was held off.
+pub(crate) struct LastSegment {
+    seg: u64,
+    /// The segment's bytes to copy (`upto` less the segment's start).
+    len: u64,
+    /// The log address of the segment's first byte.
+    start: u64,
+    from: File,
+    to: PathBuf,
+    dest: PathBuf,
+}
+
+/// Starts a backup of the store in `src` up to log address `upto` (a
+/// record boundary that is durable) into the new store directory `dest`:
+/// links or copies every segment below `upto`'s (see the module docs),
+/// then the manifest of `retired` segments, the meta file and the
+/// dictionary, and opens the segment of `upto`, whose copy
+/// [`LastSegment::copy`] makes. Run with compaction held off (no
+/// segment may be retired meanwhile).
+///
+/// # Errors
+/// [`Error::InvalidPath`] when `dest` is not empty or lies inside `src`
+/// (nothing is created then); [`Error::Io`]; [`Error::Corruption`] when a
+/// segment's file is shorter than its durable length.
+pub(crate) fn start(
     src: &Path,
     dest: &Path,
     log: &Log,
     retired: &Retired,
     upto: u64,
-) -> Result<()> {
+) -> Result<LastSegment> {
     if dest.exists() && fs::read_dir(dest)?.next().is_some() {
         return Err(Error::InvalidPath {
             path: dest.to_path_buf(),
@@ -49,54 +86,93 @@ pub(crate) fn copy_prefix(
     }
     let storage = log.storage();
     let last = storage.segment_of(upto);
+    // Once a link fails, the rest are copied: the file systems differ.
+    let mut link = true;
     for seg in storage
         .list()?
         .into_iter()
-        .filter(|&s| s <= last && !retired.contains(s))
+        .filter(|&s| s < last && !retired.contains(s))
     {
         // A sealed segment's records, not its file: until its successor's
         // file exists, that still holds what was allocated (or written as
         // zeros) ahead of the records, which the successor's creation may
-        // cut off while it is copied.
-        let len = if seg == last {
-            upto - storage.segment_start(seg)
-        } else {
-            storage.written_len(seg)?
-        };
+        // cut off while it is copied. Such a file is copied, not linked.
+        let len = storage.written_len(seg)?;
         let name = storage.file_name(seg);
-        let mut from = File::open(src.join(&name))?.take(len);
-        let mut to = File::create(dest.join(&name))?;
-        let copied = std::io::copy(&mut from, &mut to)?;
-        if copied != len {
-            return Err(Error::corruption(
-                storage.segment_start(seg) + copied,
-                "segment shorter than its durable length during backup",
-            ));
-        }
-        if seg == last && len >= SEGMENT_HEADER_BYTES {
-            // The header was copied with the mark of a later moment, which
-            // may lie past the bytes copied: the copy's bytes are all
-            // durable once synced below, and no more.
-            for slot in 0..2 {
-                write_mark_to(&to, seg, len, slot)?;
+        let (from, to) = (src.join(&name), dest.join(&name));
+        if link && storage.file_len(seg)? == len {
+            match fs::hard_link(&from, &to) {
+                Ok(()) => continue,
+                Err(_) => link = false,
             }
         }
-        to.flush()?;
+        let mut to = File::create(to)?;
+        copy_records(File::open(from)?, &mut to, len, storage.segment_start(seg))?;
         to.sync_all()?;
     }
     manifest::store(dest, retired)?;
     let meta = crate::meta::META_FILE;
     fs::copy(src.join(meta), dest.join(meta))?;
     File::open(dest.join(meta))?.sync_all()?;
-    // Copied after the segments: a record compressed with the dictionary
-    // is only written once the dictionary file is durable, so any copied
-    // record that needs it finds it.
+    // A record compressed with the dictionary is only written once the
+    // dictionary file is durable, and the file is never replaced: every
+    // record below `upto` that needs it finds this copy.
     let dictionary = crate::dictionary::FILE;
     if src.join(dictionary).exists() {
         fs::copy(src.join(dictionary), dest.join(dictionary))?;
         File::open(dest.join(dictionary))?.sync_all()?;
     }
-    sync_dir(dest)
+    let name = storage.file_name(last);
+    Ok(LastSegment {
+        seg: last,
+        len: upto - storage.segment_start(last),
+        start: storage.segment_start(last),
+        from: File::open(src.join(&name))?,
+        to: dest.join(name),
+        dest: dest.to_path_buf(),
+    })
+}
+
+impl LastSegment {
+    /// Copies the segment's bytes up to the backup's address, marks the
+    /// copy durable up to its end, and makes the backup's directory
+    /// durable. Compaction may run meanwhile: the file was opened before
+    /// it could retire the segment.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; [`Error::Corruption`] when the file is shorter than
+    /// the bytes to copy.
+    pub(crate) fn copy(self) -> Result<()> {
+        let mut to = File::create(&self.to)?;
+        copy_records(self.from, &mut to, self.len, self.start)?;
+        if self.len >= SEGMENT_HEADER_BYTES {
+            // The header was copied with the mark of a later moment, which
+            // may lie past the bytes copied: the copy's bytes are all
+            // durable once synced below, and no more.
+            for slot in 0..2 {
+                write_mark_to(&to, self.seg, self.len, slot)?;
+            }
+        }
+        to.flush()?;
+        to.sync_all()?;
+        sync_dir(&self.dest)
+    }
+}
+
+/// Copies the first `len` bytes of `from`, the segment starting at log
+/// address `start`, to `to`.
+///
+/// # Errors
+/// [`Error::Io`]; [`Error::Corruption`] when `from` is shorter.
+fn copy_records(from: File, to: &mut File, len: u64, start: u64) -> Result<()> {
+    let copied = std::io::copy(&mut from.take(len), to)?;
+    if copied != len {
+        return Err(Error::corruption(
+            start + copied,
+            "segment shorter than its durable length during backup",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -121,7 +197,10 @@ mod tests {
         db.sync().unwrap();
         core.log.mark_idle(true).unwrap();
         let retired = core.retired.lock().clone();
-        copy_prefix(&src, &dest, &core.log, &retired, upto).unwrap();
+        start(&src, &dest, &core.log, &retired, upto)
+            .unwrap()
+            .copy()
+            .unwrap();
         let backup = Db::open(&dest, Options::default()).unwrap();
         assert_eq!(backup.get(b"copied").unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(backup.get(b"later").unwrap(), None);

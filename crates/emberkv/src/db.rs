@@ -1098,28 +1098,41 @@ impl Db {
     /// before the call, as a store that opens on its own. Writes go on
     /// meanwhile.
     ///
+    /// On the same file system the sealed segments are hard-linked, not
+    /// copied (no store writes a sealed segment again): the backup then
+    /// costs a directory entry per segment plus a copy of the newest
+    /// segment, compaction is held off only while the links are made, and
+    /// the two stores share the linked segments' disk blocks until each
+    /// retires its own. Elsewhere every segment is copied, with compaction
+    /// held off meanwhile (writers go on, past the space bound if need
+    /// be).
+    ///
     /// # Errors
     /// [`Error::InvalidPath`] when `dest` is not empty or lies inside the
     /// store's directory (nothing is created then); [`Error::Io`].
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
-        // Hold compaction off, so no segment is retired while it is copied.
-        let _no_compaction = self.core.compaction_lock.lock();
-        // Writers go on meanwhile, past the space bound if need be (see
-        // `maintenance::pass`).
-        self.core.backing_up.store(true, Ordering::Relaxed);
-        let copied = (|| {
-            self.core.log.sync_all()?;
-            let retired = self.core.retired.lock().clone();
-            crate::backup::copy_prefix(
-                &self.core.dir,
-                dest.as_ref(),
-                &self.core.log,
-                &retired,
-                self.core.log.durable(),
-            )
-        })();
-        self.core.backing_up.store(false, Ordering::Relaxed);
-        copied
+        let last = {
+            // Hold compaction off, so no segment is retired while it is
+            // linked or copied.
+            let _no_compaction = self.core.compaction_lock.lock();
+            // Writers go on meanwhile, past the space bound if need be (see
+            // `maintenance::pass`).
+            self.core.backing_up.store(true, Ordering::Relaxed);
+            let started = (|| {
+                self.core.log.sync_all()?;
+                let retired = self.core.retired.lock().clone();
+                crate::backup::start(
+                    &self.core.dir,
+                    dest.as_ref(),
+                    &self.core.log,
+                    &retired,
+                    self.core.log.durable(),
+                )
+            })();
+            self.core.backing_up.store(false, Ordering::Relaxed);
+            started?
+        };
+        last.copy()
     }
 
     /// Flushes, fdatasyncs and closes the store, releasing its lock.

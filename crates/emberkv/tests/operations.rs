@@ -316,6 +316,146 @@ fn backup_is_a_consistent_store_of_its_own() -> TestResult {
     Ok(())
 }
 
+/// The files of a store directory, name to contents.
+fn files_of(dir: &std::path::Path) -> std::io::Result<HashMap<String, Vec<u8>>> {
+    let mut files = HashMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            files.insert(name, std::fs::read(entry.path())?);
+        }
+    }
+    Ok(files)
+}
+
+/// A backup on the same file system links the store's sealed segments
+/// (same inode) and copies the newest; neither store's later writes,
+/// compactions and closes change a byte of the other's files.
+#[test]
+fn a_backup_links_sealed_segments_and_neither_store_changes_the_other() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir()?;
+    let (src, dest) = (dir.path().join("store"), dir.path().join("copy"));
+    // No background compaction: it would retire some of the segments.
+    let options = Options::default()
+        .segment_bytes(1 << 20)
+        .compaction_garbage(None);
+    let db = Db::open(&src, options.clone())?;
+    for round in 0..3u8 {
+        for k in 0..2_000u32 {
+            db.insert(&k.to_le_bytes(), &[round; 900])?;
+        }
+    }
+    db.backup(&dest)?;
+    let (mut linked, mut copied) = (0, 0);
+    for entry in std::fs::read_dir(&dest)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !name.to_string_lossy().ends_with(".seg") {
+            continue;
+        }
+        let (ours, theirs) = (entry.metadata()?, std::fs::metadata(src.join(&name))?);
+        if ours.ino() == theirs.ino() {
+            linked += 1;
+        } else {
+            copied += 1;
+        }
+    }
+    assert!(linked >= 5, "{linked} segments linked, {copied} copied");
+    assert_eq!(copied, 1, "the newest segment is copied");
+    let backed_up = files_of(&dest)?;
+    for k in 0..2_000u32 {
+        db.insert(&k.to_le_bytes(), b"after the backup")?;
+    }
+    db.compact()?;
+    db.close()?;
+    assert_eq!(
+        files_of(&dest)?,
+        backed_up,
+        "the store's writes changed the backup"
+    );
+    let stored = files_of(&src)?;
+    let copy = Db::open(&dest, options.clone())?;
+    for k in 0..2_000u32 {
+        assert_eq!(copy.get(&k.to_le_bytes())?, Some(vec![2; 900]));
+        copy.insert(&k.to_le_bytes(), b"written to the copy")?;
+    }
+    copy.compact()?;
+    copy.close()?;
+    assert_eq!(
+        files_of(&src)?,
+        stored,
+        "the backup's writes changed the store"
+    );
+    let db = Db::open(&src, options)?;
+    for k in 0..2_000u32 {
+        assert_eq!(
+            db.get(&k.to_le_bytes())?.as_deref(),
+            Some(&b"after the backup"[..])
+        );
+    }
+    Ok(())
+}
+
+/// Backups taken while a writer overwrites and compaction retires
+/// segments (which it may do while a backup copies the newest) are each
+/// the store as of one moment: every key holds the last value written
+/// before some write `p`, and none written after.
+#[test]
+fn backups_under_writes_and_compaction_are_each_a_prefix() -> TestResult {
+    const KEYS: u64 = 500;
+    let dir = tempfile::tempdir()?;
+    let options = Options::default()
+        .segment_bytes(1 << 20)
+        .max_space_amplification(1.3);
+    let db = Db::open(dir.path().join("store"), options.clone())?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let backups: Vec<std::path::PathBuf> = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || i < 20 * KEYS {
+                let mut value = i.to_le_bytes().to_vec();
+                value.resize(400, 7);
+                db.insert(&(i % KEYS).to_le_bytes(), &value).unwrap();
+                i += 1;
+            }
+        });
+        let backups = (0..6)
+            .map(|n| {
+                std::thread::sleep(Duration::from_millis(30));
+                let dest = dir.path().join(format!("copy{n}"));
+                db.backup(&dest).unwrap();
+                dest
+            })
+            .collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        backups
+    });
+    assert!(db.stats()?.compactions > 0, "compaction never ran");
+    for dest in backups {
+        let copy = Db::open(&dest, options.clone())?;
+        let mut values = HashMap::new();
+        for k in 0..KEYS {
+            if let Some(v) = copy.get(&k.to_le_bytes())? {
+                values.insert(k, u64::from_le_bytes(v[..8].try_into()?));
+            }
+        }
+        // Writes below `p` are in the copy, the rest are not.
+        let p = values.values().max().map_or(0, |&i| i + 1);
+        for k in 0..KEYS {
+            let expected = (p > k).then(|| k + (p - 1 - k) / KEYS * KEYS);
+            assert_eq!(
+                values.get(&k).copied(),
+                expected,
+                "key {k}, {}",
+                dest.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn stats_count_keys_bytes_and_garbage() -> TestResult {
     let dir = tempfile::tempdir()?;
