@@ -36,7 +36,8 @@ pub(crate) struct LastSegment {
     len: u64,
     /// The log address of the segment's first byte.
     start: u64,
-    from: File,
+    /// The segment's file, if it has one.
+    from: Option<File>,
     to: PathBuf,
     dest: PathBuf,
 }
@@ -45,8 +46,8 @@ pub(crate) struct LastSegment {
 /// record boundary that is durable) into the new store directory `dest`:
 /// links or copies every segment below `upto`'s (see the module docs),
 /// then the manifest of `retired` segments, the meta file and the
-/// dictionary, and opens the segment of `upto`, whose copy
-/// [`LastSegment::copy`] makes. Run with compaction held off (no
+/// dictionary, and opens the file of `upto`'s segment (if it has one),
+/// whose copy [`LastSegment::copy`] makes. Run with compaction held off (no
 /// segment may be retired meanwhile).
 ///
 /// # Errors
@@ -86,12 +87,12 @@ pub(crate) fn start(
     }
     let storage = log.storage();
     let last = storage.segment_of(upto);
+    let segments = storage.list()?;
     // Once a link fails, the rest are copied: the file systems differ.
     let mut link = true;
-    for seg in storage
-        .list()?
-        .into_iter()
-        .filter(|&s| s < last && !retired.contains(s))
+    for &seg in segments
+        .iter()
+        .filter(|&&s| s < last && !retired.contains(s))
     {
         // A sealed segment's records, not its file: until its successor's
         // file exists, that still holds what was allocated (or written as
@@ -127,7 +128,12 @@ pub(crate) fn start(
         seg: last,
         len: upto - storage.segment_start(last),
         start: storage.segment_start(last),
-        from: File::open(src.join(&name))?,
+        // No file when `upto` is the first byte of a segment not yet
+        // created (a record ended exactly at its segment's end).
+        from: segments
+            .contains(&last)
+            .then(|| File::open(src.join(&name)))
+            .transpose()?,
         to: dest.join(name),
         dest: dest.to_path_buf(),
     })
@@ -143,18 +149,20 @@ impl LastSegment {
     /// [`Error::Io`]; [`Error::Corruption`] when the file is shorter than
     /// the bytes to copy.
     pub(crate) fn copy(self) -> Result<()> {
-        let mut to = File::create(&self.to)?;
-        copy_records(self.from, &mut to, self.len, self.start)?;
-        if self.len >= SEGMENT_HEADER_BYTES {
-            // The header was copied with the mark of a later moment, which
-            // may lie past the bytes copied: the copy's bytes are all
-            // durable once synced below, and no more.
-            for slot in 0..2 {
-                write_mark_to(&to, self.seg, self.len, slot)?;
+        if let Some(from) = self.from {
+            let mut to = File::create(&self.to)?;
+            copy_records(from, &mut to, self.len, self.start)?;
+            if self.len >= SEGMENT_HEADER_BYTES {
+                // The header was copied with the mark of a later moment,
+                // which may lie past the bytes copied: the copy's bytes are
+                // all durable once synced below, and no more.
+                for slot in 0..2 {
+                    write_mark_to(&to, self.seg, self.len, slot)?;
+                }
             }
+            to.flush()?;
+            to.sync_all()?;
         }
-        to.flush()?;
-        to.sync_all()?;
         sync_dir(&self.dest)
     }
 }

@@ -2056,6 +2056,33 @@ fn segment_filled_to_its_last_byte_survives_reopen_and_more_writes() {
     }
 }
 
+/// A backup of a store whose tail is its full segment's end (the next
+/// segment has no file yet) opens with every record. Found by a review of
+/// the linked backup, which opened the tail's segment file unconditionally.
+#[test]
+fn a_backup_taken_at_a_full_segment_s_end_opens_with_every_record() {
+    let root = scratch();
+    let dir = root.path().join("store");
+    let options = opts().segment_bytes(1 << 20);
+    let a = vec![1u8; 500_000];
+    let b = vec![2u8; (1 << 20) - SEGMENT_HEADER as usize - (17 + a.len()) - 17];
+    let db = Db::open(&dir, options.clone()).unwrap();
+    db.insert(b"a", &a).unwrap();
+    db.insert(b"b", &b).unwrap();
+    for (n, more) in [None, Some(b"c")].into_iter().enumerate() {
+        if let Some(key) = more {
+            db.insert(key, key).unwrap();
+        }
+        let dest = root.path().join(format!("copy{n}"));
+        db.backup(&dest)
+            .unwrap_or_else(|e| panic!("backup {n} of a store with a full segment: {e:?}"));
+        let copy = Db::open(&dest, options.clone()).unwrap();
+        assert_eq!(copy.get(b"a").unwrap().as_deref(), Some(a.as_slice()));
+        assert_eq!(copy.get(b"b").unwrap().as_deref(), Some(b.as_slice()));
+        assert_eq!(copy.get(b"c").unwrap().as_deref(), more.map(|k| &k[..]));
+    }
+}
+
 // ---------------------------------------------------------------- 6. salvage
 
 /// What `emberkv::salvage` returns for the store in `dir`: every key and
