@@ -118,7 +118,7 @@ enum Command {
     Compact,
     /// Write a consistent copy of the store to DEST, a new or empty
     /// directory (on the same file system, sealed segments are hard-linked,
-    /// not copied; neither store ever writes them again).
+    /// not copied; no store writes a sealed segment again).
     Backup {
         /// The directory to create the copy in.
         dest: PathBuf,

@@ -6,9 +6,12 @@
 //! dictionary, if the store has one).
 //!
 //! A sealed segment whose file holds its records and nothing more is
-//! never written again, by this store or by the backup once opened (a
-//! store writes only its newest segment: records, marks, a torn tail's
-//! cut, and what is allocated ahead). [`start`] therefore hard-links such
+//! never written again: a store writes only its newest segment (records,
+//! marks, a torn tail's cut, what is allocated ahead), and an open first
+//! gives its newest segment a file of its own when the file has other
+//! names ([`crate::storage::Segments::unshare`]: the backup's newest
+//! segment, deleted from the backup, would otherwise leave a linked one
+//! newest). [`start`] therefore hard-links such
 //! segments into the backup when both directories are on one file system,
 //! as RocksDB's checkpoints link their immutable table files: the backup
 //! costs a directory entry per segment, not a copy of the data, and the
@@ -17,6 +20,8 @@
 //! its records) is copied. Retiring a segment only unlinks the store's
 //! own name, so compaction, held off while [`start`] runs, may go on while
 //! [`LastSegment::copy`] copies the newest segment from its open file.
+//! The meta file, which makes a directory a store, is copied last: a
+//! backup cut short does not open.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -39,16 +44,21 @@ pub(crate) struct LastSegment {
     /// The segment's file, if it has one.
     from: Option<File>,
     to: PathBuf,
+    src: PathBuf,
     dest: PathBuf,
+    /// The segments retired when the backup started.
+    retired: Retired,
+    /// Whether the store had a compression dictionary then.
+    dictionary: bool,
 }
 
 /// Starts a backup of the store in `src` up to log address `upto` (a
 /// record boundary that is durable) into the new store directory `dest`:
-/// links or copies every segment below `upto`'s (see the module docs),
-/// then the manifest of `retired` segments, the meta file and the
-/// dictionary, and opens the file of `upto`'s segment (if it has one),
-/// whose copy [`LastSegment::copy`] makes. Run with compaction held off (no
-/// segment may be retired meanwhile).
+/// links or copies every segment below `upto`'s (see the module docs) and
+/// opens the file of `upto`'s segment (if it has one); [`LastSegment::copy`]
+/// copies it, then the manifest of `retired` segments, the dictionary and
+/// the meta file. Run with compaction held off (no segment may be retired
+/// meanwhile).
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dest` is not empty or lies inside `src`
@@ -111,18 +121,6 @@ pub(crate) fn start(
         copy_records(File::open(from)?, &mut to, len, storage.segment_start(seg))?;
         to.sync_all()?;
     }
-    manifest::store(dest, retired)?;
-    let meta = crate::meta::META_FILE;
-    fs::copy(src.join(meta), dest.join(meta))?;
-    File::open(dest.join(meta))?.sync_all()?;
-    // A record compressed with the dictionary is only written once the
-    // dictionary file is durable, and the file is never replaced: every
-    // record below `upto` that needs it finds this copy.
-    let dictionary = crate::dictionary::FILE;
-    if src.join(dictionary).exists() {
-        fs::copy(src.join(dictionary), dest.join(dictionary))?;
-        File::open(dest.join(dictionary))?.sync_all()?;
-    }
     let name = storage.file_name(last);
     Ok(LastSegment {
         seg: last,
@@ -135,15 +133,22 @@ pub(crate) fn start(
             .then(|| File::open(src.join(&name)))
             .transpose()?,
         to: dest.join(name),
+        src: src.to_path_buf(),
         dest: dest.to_path_buf(),
+        retired: retired.clone(),
+        // A record compressed with the dictionary is only written once the
+        // dictionary file is durable, and the file is never replaced: every
+        // record below `upto` that needs it finds it, copied later.
+        dictionary: src.join(crate::dictionary::FILE).exists(),
     })
 }
 
 impl LastSegment {
-    /// Copies the segment's bytes up to the backup's address, marks the
-    /// copy durable up to its end, and makes the backup's directory
-    /// durable. Compaction may run meanwhile: the file was opened before
-    /// it could retire the segment.
+    /// Copies the segment's bytes up to the backup's address, marking the
+    /// copy durable up to its end, then the manifest, the dictionary (if
+    /// the store had one when the backup started) and the meta file, and
+    /// makes the backup's directory durable. Compaction may run meanwhile:
+    /// the file was opened before it could retire the segment.
     ///
     /// # Errors
     /// [`Error::Io`]; [`Error::Corruption`] when the file is shorter than
@@ -163,6 +168,18 @@ impl LastSegment {
             to.flush()?;
             to.sync_all()?;
         }
+        manifest::store(&self.dest, &self.retired)?;
+        if self.dictionary {
+            let dictionary = crate::dictionary::FILE;
+            fs::copy(self.src.join(dictionary), self.dest.join(dictionary))?;
+            File::open(self.dest.join(dictionary))?.sync_all()?;
+        }
+        // Last, once every segment is durable: the meta file makes the
+        // directory a store, so a backup cut short (a crash, a full disk)
+        // does not open as one, silently shorter.
+        let meta = crate::meta::META_FILE;
+        fs::copy(self.src.join(meta), self.dest.join(meta))?;
+        File::open(self.dest.join(meta))?.sync_all()?;
         sync_dir(&self.dest)
     }
 }
@@ -187,6 +204,31 @@ fn copy_records(from: File, to: &mut File, len: u64, start: u64) -> Result<()> {
 mod tests {
     use super::*;
     use crate::{Db, Options};
+
+    /// A backup cut short before its newest segment's copy (a crash, a
+    /// full disk) has no meta file, so it does not open as a store, whose
+    /// log would go on in a linked segment. Found by a review: the meta
+    /// file was copied before the newest segment, and such a backup
+    /// opened with records missing.
+    #[test]
+    fn a_backup_cut_short_before_its_newest_segment_is_no_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dest) = (dir.path().join("src"), dir.path().join("dest"));
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        let db = Db::open(&src, options.clone()).unwrap();
+        for k in 0..3_000u32 {
+            db.insert(&k.to_le_bytes(), &[1; 1_000]).unwrap();
+        }
+        db.sync().unwrap();
+        let core = db.core();
+        let retired = core.retired.lock().clone();
+        let last = start(&src, &dest, &core.log, &retired, core.log.durable()).unwrap();
+        drop(last);
+        assert!(!dest.join(crate::meta::META_FILE).exists());
+        assert!(Db::open(&dest, options).is_err());
+    }
 
     /// The source's durable mark may have moved past the prefix by the
     /// time its header is copied: the copy must be marked no further than

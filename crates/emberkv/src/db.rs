@@ -541,6 +541,13 @@ impl Db {
             },
         );
         let retired = manifest::load(dir)?;
+        // The log goes on in the newest segment, and recovery may cut its
+        // torn tail: when another store shares its file (a backup's hard
+        // link, see `Db::backup`), it first gets a copy of its own.
+        let newest = storage.list()?.into_iter().rfind(|&s| !retired.contains(s));
+        if let Some(newest) = newest {
+            storage.unshare(newest)?;
+        }
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
         let codec = Arc::new(Codec::new(
             options.compression,
@@ -1099,7 +1106,8 @@ impl Db {
     /// meanwhile.
     ///
     /// On the same file system the sealed segments are hard-linked, not
-    /// copied (no store writes a sealed segment again): the backup then
+    /// copied (no store writes a sealed segment again, and an open gives
+    /// its newest segment a file of its own if the file is shared): the backup then
     /// costs a directory entry per segment plus a copy of the newest
     /// segment, compaction is held off only while the links are made, and
     /// the two stores share the linked segments' disk blocks until each

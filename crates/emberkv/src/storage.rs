@@ -715,6 +715,33 @@ impl Segments {
         Ok(self.open(seg)?.file.metadata()?.len())
     }
 
+    /// Gives segment `seg`'s file a copy of its own when the file has other
+    /// names (hard links: a backup's linked segments, or a store copied
+    /// with `cp -al`), so that the writes an open makes to its newest
+    /// segment (records, marks, a torn tail's cut) cannot change another
+    /// store's file: the bytes are copied to `<name>.tmp`, fsynced and
+    /// renamed over the name, then the directory is fsynced (a crash
+    /// leaves the shared file or the copy, each whole). Returns whether it
+    /// copied. For a segment not yet opened by this store.
+    ///
+    /// # Errors
+    /// I/O errors (no space for the copy, say); the file is then left
+    /// shared and untouched.
+    pub(crate) fn unshare(&self, seg: u64) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        debug_assert!(!self.open.load().contains_key(&seg));
+        let path = self.path(seg);
+        if fs::metadata(&path)?.nlink() <= 1 {
+            return Ok(false);
+        }
+        let tmp = self.dir.join(format!("{}.tmp", self.file_name(seg)));
+        fs::copy(&path, &tmp)?;
+        File::open(&tmp)?.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        sync_dir(&self.dir)?;
+        Ok(true)
+    }
+
     /// Forgets segment `seg` and deletes its file. Readers that already
     /// hold its handle finish their reads; later ones get `NotFound`.
     pub(crate) fn retire(&self, seg: u64) -> Result<()> {
