@@ -254,6 +254,9 @@ impl Connection {
             if self.inbuf.len() < self.need {
                 break false;
             }
+            // Per command: an AUTH earlier in the same read lifts the
+            // limits on what an unauthenticated client may send.
+            self.parser.set_authenticated(self.session.authed);
             match self.parser.parse(&self.inbuf) {
                 Ok(Parsed::Incomplete { need }) => {
                     self.need = need;

@@ -15,7 +15,7 @@
 //!   `appendfsync always`); [`commit`]: group commit across connections
 //!   for `appendfsync always`; [`server`]: listeners, maxclients,
 //!   protected mode, the cron task, clean shutdown; [`shutdown`]: the
-//!   signal.
+//!   signal; [`fd_limit`]: the open files limit and maxclients.
 //! - [`cmd`]: the command table and one file per command group;
 //!   [`store`]: the engine plus per-key write locks and versions;
 //!   [`kv`]: the keyspace as a command sees it, directly or under an
@@ -40,6 +40,7 @@ pub mod commit;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod fd_limit;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;

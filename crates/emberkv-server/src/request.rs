@@ -51,6 +51,12 @@ pub enum ProtocolError {
     UnbalancedQuotes,
     /// A bulk or header line not terminated by CRLF.
     ExpectedCrlf,
+    /// A multibulk of more than 10 arguments from a client not yet
+    /// authenticated (Redis 7 refuses it, so that a client without the
+    /// password cannot make the server hold a large request).
+    UnauthenticatedMultibulkLength,
+    /// A bulk of more than 16 KiB from a client not yet authenticated.
+    UnauthenticatedBulkLength,
 }
 
 impl fmt::Display for ProtocolError {
@@ -67,6 +73,10 @@ impl fmt::Display for ProtocolError {
             ProtocolError::TooBigInline => f.write_str("too big inline request"),
             ProtocolError::UnbalancedQuotes => f.write_str("unbalanced quotes in request"),
             ProtocolError::ExpectedCrlf => f.write_str("expected CRLF"),
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                f.write_str("unauthenticated multibulk length")
+            }
+            ProtocolError::UnauthenticatedBulkLength => f.write_str("unauthenticated bulk length"),
         }
     }
 }
@@ -95,10 +105,22 @@ pub enum Parsed {
     },
 }
 
+/// Most arguments a multibulk from a client not yet authenticated may
+/// announce (10, as Redis 7; `networking.c`).
+pub const UNAUTHENTICATED_ARGS: i64 = 10;
+
+/// Largest bulk a client not yet authenticated may send: 16 KiB, as
+/// Redis 7.
+pub const UNAUTHENTICATED_BULK: usize = 16 << 10;
+
 /// An incremental request parser; one per connection.
 #[derive(Debug)]
 pub struct RequestParser {
     max_bulk: usize,
+    /// Whether the client is authenticated: until it is, a multibulk
+    /// holds at most [`UNAUTHENTICATED_ARGS`] arguments of at most
+    /// [`UNAUTHENTICATED_BULK`] bytes.
+    authenticated: bool,
     /// Arguments of the command being parsed: ranges into the buffer, or
     /// into `inline` for an inline command.
     ranges: Vec<Range<usize>>,
@@ -116,6 +138,7 @@ impl RequestParser {
     pub fn new(max_bulk: usize) -> Self {
         RequestParser {
             max_bulk,
+            authenticated: true,
             ranges: Vec::new(),
             inline: Vec::new(),
             is_inline: false,
@@ -149,6 +172,9 @@ impl RequestParser {
             if count > i64::from(i32::MAX) {
                 return Err(ProtocolError::InvalidMultibulkLength);
             }
+            if count > UNAUTHENTICATED_ARGS && !self.authenticated {
+                return Err(ProtocolError::UnauthenticatedMultibulkLength);
+            }
             if count <= 0 {
                 return Ok(Parsed::Empty { consumed: next });
             }
@@ -171,6 +197,9 @@ impl RequestParser {
             let len = len
                 .filter(|&n| n >= 0 && n as u64 <= self.max_bulk as u64)
                 .ok_or(ProtocolError::InvalidBulkLength)? as usize;
+            if len > UNAUTHENTICATED_BULK && !self.authenticated {
+                return Err(ProtocolError::UnauthenticatedBulkLength);
+            }
             let end = start + len;
             if buf.len() < end + 2 {
                 return Ok(Parsed::Incomplete { need: end + 2 });
@@ -221,6 +250,14 @@ impl RequestParser {
     /// Changes the bulk cap (a `CONFIG SET proto-max-bulk-len`).
     pub fn set_max_bulk(&mut self, max_bulk: usize) {
         self.max_bulk = max_bulk;
+    }
+
+    /// Sets whether the client is authenticated (a new parser takes it
+    /// for authenticated): until it is, longer multibulks and bulks are
+    /// [`ProtocolError::UnauthenticatedMultibulkLength`] and
+    /// [`ProtocolError::UnauthenticatedBulkLength`].
+    pub fn set_authenticated(&mut self, authenticated: bool) {
+        self.authenticated = authenticated;
     }
 }
 

@@ -21,6 +21,7 @@ use crate::clients::{Clients, Transport};
 use crate::commit::GroupCommit;
 use crate::config::{Config, Fsync};
 use crate::connection::{self, Stream};
+use crate::fd_limit;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use crate::store::Store;
@@ -197,6 +198,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         );
     }
 
+    adjust_maxclients(&mut config)?;
     let store = runtime.block_on(serve(config, store, tcp, threads))?;
     let store = match store {
         Ok(store) => store,
@@ -215,6 +217,45 @@ pub fn run(mut config: Config) -> Result<(), String> {
         .close()
         .map_err(|e| format!("closing the store failed: {e}"))?;
     notice!("emberkv-server is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// Lowers `maxclients` to what the open files limit allows beside the
+/// descriptors open now (the store's segment files, the listeners, the
+/// log), once that limit is raised as far as it goes ([`fd_limit`]), and
+/// logs it in Redis's words.
+///
+/// # Errors
+/// Not even one client fits.
+fn adjust_maxclients(config: &mut Config) -> Result<(), String> {
+    let in_use = fd_limit::open_descriptors().unwrap_or(0);
+    let wanted = config.maxclients;
+    let needed = (wanted as u64)
+        .saturating_add(in_use)
+        .saturating_add(fd_limit::RESERVED_FDS);
+    let before = fd_limit::open_files_limit();
+    let fit = fd_limit::fit_clients(wanted, in_use);
+    let limit = fd_limit::open_files_limit().unwrap_or(0);
+    if fit == 0 {
+        return Err(format!(
+            "Your current 'ulimit -n' of {limit} is not enough for the server to start \
+             ({in_use} files are open). Please increase your open file limit to at least {needed}."
+        ));
+    }
+    if fit < wanted {
+        warning!(
+            "You requested maxclients of {wanted} requiring at least {needed} max file descriptors."
+        );
+        warning!(
+            "Current maximum open files is {limit}. maxclients has been reduced to {fit} to \
+             compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+        );
+        config.maxclients = fit;
+    } else if let Some(before) = before.filter(|&b| b < limit) {
+        notice!(
+            "Increased maximum number of open files to {limit} (it was originally set to {before})."
+        );
+    }
     Ok(())
 }
 

@@ -190,6 +190,20 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             .set(&mut next, &[text(value)])
             .map_err(|e| failed(&e))?;
     }
+    if next.maxclients > config.maxclients {
+        // The descriptors open beside the clients', and room for the new
+        // number of clients under the open files limit (raised if need be).
+        let in_use = crate::fd_limit::open_descriptors()
+            .unwrap_or(0)
+            .saturating_sub(shared.clients.len() as u64);
+        let fit = crate::fd_limit::fit_clients(next.maxclients, in_use);
+        if fit < next.maxclients {
+            return Err(CmdError::err(format_args!(
+                "CONFIG SET failed (possibly related to argument 'maxclients') - The operating \
+                 system is not able to handle the specified number of clients, try with {fit}"
+            )));
+        }
+    }
     if next.maxclients != config.maxclients {
         shared.clients.resize(config.maxclients, next.maxclients);
     }

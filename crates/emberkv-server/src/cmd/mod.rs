@@ -87,6 +87,9 @@ pub mod flag {
     /// Reads or writes every key: an EXEC holding it locks every stripe
     /// (not reported).
     pub const KEYSPACE: u16 = 1 << 10;
+    /// Refused after MULTI ("Command not allowed inside a transaction"),
+    /// which then fails the transaction: SAVE and SHUTDOWN, as Redis 7.
+    pub const NO_MULTI: u16 = 1 << 11;
 
     /// The names of the flags set in `f`, in Redis's order.
     pub fn names(f: u16) -> Vec<&'static str> {
@@ -100,6 +103,7 @@ pub mod flag {
             (STALE, "stale"),
             (FAST, "fast"),
             (NO_AUTH, "no_auth"),
+            (NO_MULTI, "no_multi"),
         ]
         .into_iter()
         .filter(|(bit, _)| f & bit != 0)
@@ -715,7 +719,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "save",
         1,
-        ADMIN | NOSCRIPT,
+        ADMIN | NOSCRIPT | NO_MULTI,
         NONE,
         "server",
         "1.0.0",
@@ -795,7 +799,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "shutdown",
         -1,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
         NONE,
         "server",
         "1.0.0",
@@ -930,6 +934,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     }
     if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
         ctx.refuse(&CmdError::NoAuth);
+        return;
+    }
+    if ctx.session.multi.is_some() && spec.flags & NO_MULTI != 0 {
+        ctx.refuse(&CmdError::err("Command not allowed inside a transaction"));
         return;
     }
     if ctx.session.multi.is_some() && spec.flags & NO_QUEUE == 0 {

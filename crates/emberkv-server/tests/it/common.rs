@@ -22,6 +22,8 @@ pub struct Server {
     pub sock: PathBuf,
     pub dir: Arc<tempfile::TempDir>,
     args: Vec<String>,
+    /// The open files limit (soft and hard) to start it under, if any.
+    nofile: Option<u64>,
 }
 
 /// A TCP port nobody listens on right now.
@@ -45,6 +47,17 @@ impl Server {
 
     /// Starts a server whose store lives in `dir`.
     pub fn start_in(dir: Arc<tempfile::TempDir>, extra: &[&str]) -> Server {
+        Server::start_limited(dir, extra, None)
+    }
+
+    /// Starts a server with `extra` flags under an open files limit of
+    /// `nofile` (soft and hard, set by the shell that starts it).
+    pub fn start_with_nofile(nofile: u64, extra: &[&str]) -> Server {
+        let dir = Arc::new(tempfile::tempdir().expect("tempdir"));
+        Server::start_limited(dir, extra, Some(nofile))
+    }
+
+    fn start_limited(dir: Arc<tempfile::TempDir>, extra: &[&str], nofile: Option<u64>) -> Server {
         let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         for _ in 0..5 {
             let mut s = Server {
@@ -53,6 +66,7 @@ impl Server {
                 sock: dir.path().join("emberkv.sock"),
                 dir: Arc::clone(&dir),
                 args: args.clone(),
+                nofile,
             };
             if s.spawn() {
                 return s;
@@ -73,7 +87,18 @@ impl Server {
     /// Spawns the process and waits until it accepts; false when the
     /// port was taken meanwhile.
     fn spawn(&mut self) -> bool {
-        let mut cmd = Command::new(binary());
+        let mut cmd = match self.nofile {
+            None => Command::new(binary()),
+            Some(n) => {
+                let mut sh = Command::new("sh");
+                sh.args([
+                    "-c",
+                    &format!("ulimit -n {n} && exec \"$0\" \"$@\""),
+                    binary(),
+                ]);
+                sh
+            }
+        };
         cmd.args(["--port", &self.port.to_string()])
             .args(["--dir", self.dir.path().to_str().unwrap()])
             .args(["--unixsocket", self.sock.to_str().unwrap()])

@@ -27,6 +27,33 @@ fn queued() -> Frame {
     simple("QUEUED")
 }
 
+/// SAVE and SHUTDOWN are refused after MULTI and fail the transaction,
+/// as redis-server 7.0.15 does; SHUTDOWN used to be queued, and EXEC ran
+/// the queue and shut the server down (an audit against issue 6).
+#[test]
+fn save_and_shutdown_are_refused_inside_a_transaction() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    for refused in ["SAVE", "SHUTDOWN", "SHUTDOWN NOSAVE"] {
+        assert_eq!(r.q("MULTI"), ok());
+        assert_eq!(r.q("SET a 2"), queued());
+        assert_eq!(
+            r.q(refused),
+            error("ERR Command not allowed inside a transaction"),
+            "{refused}"
+        );
+        assert_eq!(
+            r.q("EXEC"),
+            error("EXECABORT Transaction discarded because of previous errors.")
+        );
+    }
+    assert_eq!(r.q("GET a"), Frame::Null);
+    assert_eq!(r.q("MULTI"), ok());
+    assert_eq!(r.q("BGSAVE"), queued(), "BGSAVE is queued, as in Redis");
+    assert!(matches!(r.q("EXEC"), Frame::Array(_)));
+    assert_eq!(r.q("PING"), simple("PONG"), "the server still runs");
+}
+
 #[test]
 fn queued_commands_run_at_exec_with_redis_replies() {
     let s = Server::start(&[]);
