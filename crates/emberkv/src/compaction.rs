@@ -983,6 +983,43 @@ mod tests {
         );
     }
 
+    /// An expired key removed (by `remove`, which returns false for it, or
+    /// by the maintenance thread's sweep) must stay hidden once compaction
+    /// drops its expired record, which the index no longer points at: the
+    /// removal writes a tombstone. Found by the sweep's first run of this
+    /// module's tests: the removal cleared the entry and wrote nothing,
+    /// and a replay brought the older value back.
+    #[test]
+    fn a_removed_expired_key_stays_hidden_after_its_record_is_compacted() {
+        for by_sweep in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open(dir.path());
+            db.stop_maintenance();
+            db.insert(b"k", b"old value in segment 0").unwrap();
+            fill_to(&db, 2);
+            db.insert_with_ttl(b"k", b"short-lived", Duration::from_millis(1))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            if by_sweep {
+                let mut sweep = crate::expiry::Sweep::default();
+                assert_eq!(sweep.run(db.core(), usize::MAX).unwrap(), 1, "one round");
+            } else {
+                assert!(!db.remove(b"k").unwrap(), "an expired key is absent");
+            }
+            fill_to(&db, 3);
+            compact_only(&db, 2, false);
+            assert_eq!(db.get(b"k").unwrap(), None);
+            db.close().unwrap();
+            std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
+            let db = open(dir.path());
+            assert_eq!(
+                db.get(b"k").unwrap(),
+                None,
+                "by_sweep {by_sweep}: the expired key's old value came back"
+            );
+        }
+    }
+
     #[test]
     fn the_oldest_segment_drops_tombstones_and_moves_live_records() {
         let dir = tempfile::tempdir().unwrap();

@@ -243,15 +243,12 @@ impl Core {
             result = r;
             let entry = match &action {
                 Action::Keep => return Ok(result),
-                Action::Remove if !live => {
-                    // Absent, or expired: an expired record is as good as a
-                    // tombstone, so nothing needs writing.
-                    if let Some(c) = &current {
-                        writer.clear(slot);
-                        self.forget(&mut writer, c);
-                    }
-                    return Ok(result);
-                }
+                Action::Remove if current.is_none() => return Ok(result),
+                // Live, or expired: an expired record hides the key's older
+                // records only while it exists, and once the index no
+                // longer points at it compaction drops it as garbage, so
+                // its removal needs a tombstone as much as a live key's
+                // (without one a replay brought the older value back).
                 Action::Remove => Entry::tombstone(key),
                 Action::Put { value, expires_at } => {
                     self.check_sizes(key, value)?;
@@ -328,6 +325,18 @@ impl Core {
     fn wake_throttled_writers(&self) {
         let _guard = self.compaction_caught_up.0.lock();
         self.compaction_caught_up.1.notify_all();
+    }
+
+    /// Removes `key` if it has expired (under the shard's lock, with a
+    /// tombstone, as [`Db::remove`] does); a live key is kept. Returns
+    /// whether the key is gone (it was expired, or absent already).
+    pub(crate) fn remove_if_expired(&self, key: &[u8]) -> Result<bool> {
+        self.modify(key, false, |old| {
+            Ok(match old {
+                None => (Action::Remove, true),
+                Some(_) => (Action::Keep, false),
+            })
+        })
     }
 
     /// Finds the slot of `key` in a locked shard and the record its entry
@@ -904,7 +913,9 @@ impl Db {
     }
 
     /// Number of keys. Keys whose expiry has passed count until a write
-    /// touches them (or compaction reclaims them).
+    /// touches them, compaction reclaims them, or the background thread's
+    /// sweep of the index removes them (a round over the index every few
+    /// of its wakes, at least one a second; see `expiry.rs`).
     pub fn len(&self) -> usize {
         self.core.index.len()
     }
@@ -1149,6 +1160,14 @@ impl Db {
     /// As for [`Db::sync`].
     pub fn close(self) -> Result<()> {
         self.shutdown()
+    }
+
+    /// Stops the maintenance thread, for tests that do its work by hand.
+    #[cfg(test)]
+    pub(crate) fn stop_maintenance(&self) {
+        if let Some(mut maintenance) = self.maintenance.lock().take() {
+            maintenance.stop();
+        }
     }
 
     fn shutdown(&self) -> Result<()> {

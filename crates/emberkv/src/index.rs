@@ -484,6 +484,23 @@ impl Index {
         live
     }
 
+    /// The segments holding records of shard `shard` that carry an expiry
+    /// time, ascending (empty when none does), taken under its writer lock.
+    pub(crate) fn segments_with_expiring(&self, shard: usize) -> Vec<u64> {
+        let state = self.shards[shard].writer.lock();
+        if state.expiring == 0 {
+            return Vec::new();
+        }
+        let mut segments: Vec<u64> = state
+            .live_by_segment
+            .iter()
+            .filter(|(_, l)| l.expiring > 0)
+            .map(|(&seg, _)| seg)
+            .collect();
+        segments.sort_unstable();
+        segments
+    }
+
     /// A copy of shard `shard`, taken under its writer lock.
     pub(crate) fn image(&self, shard: usize) -> ShardImage {
         let shard = &self.shards[shard];

@@ -68,6 +68,7 @@ mod compression;
 mod db;
 mod dictionary;
 mod error;
+mod expiry;
 mod flusher;
 #[doc(hidden)]
 pub mod fuzzing;

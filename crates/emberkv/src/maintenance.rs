@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::compaction::{self, Wait};
 use crate::db::Core;
 use crate::error::Result;
+use crate::expiry;
 use crate::recovery::Chunk;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
@@ -78,6 +79,8 @@ impl Maintenance {
     /// `compress_cold` rewrites one sealed
     /// segment with compression while writers are quiet (see
     /// [`QUIET_BYTES`]), and
+    /// sweeps the index for expired keys (within
+    /// [`expiry::SWEEP_BUDGET`] per wake, see [`expiry::Sweep`]), and
     /// writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
     /// retried at the next wake; the foreground `compact`, `sync` and
@@ -153,6 +156,7 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
     let mut checkpointed = 0;
     // Compaction's read buffer, allocated once.
     let mut chunk = Chunk::default();
+    let mut sweep = expiry::Sweep::default();
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -181,6 +185,11 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
                 }
                 worked = true;
             }
+        }
+        if !stop.load(Ordering::Acquire) {
+            // Errors are retried at the next wake (past the record that
+            // failed); reads and writes report their own.
+            let _ = sweep.run(core, expiry::SWEEP_BUDGET);
         }
         if worked || core.log.appended() - quiet_since.1 >= QUIET_BYTES {
             // The copies are not the writers' doing: quiet starts over

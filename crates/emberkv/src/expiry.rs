@@ -1,0 +1,212 @@
+//! Reclaiming expired keys in the background.
+//!
+//! An expired key is never returned, but its index entry stays until a
+//! write meets the key or compaction drops its record: until then it counts
+//! in [`crate::Db::len`] and holds index memory (a server's `DBSIZE`
+//! counted keys that had expired long before). The maintenance thread
+//! sweeps the index for them, as Redis's active expiry cycle (`expire.c`)
+//! samples its keys with a time to live: a budget of work per wake,
+//! resuming where the last sweep stopped, and only in shards that hold keys
+//! with an expiry, reading only the records in segments that hold some. An
+//! expired key is removed as a `remove` of it is: under its shard's lock,
+//! only if the key is still expired then, with a tombstone (the expired
+//! record hides the key's older records only until compaction drops it,
+//! which it does once the index no longer points at it).
+
+use crate::clock;
+use crate::db::Core;
+use crate::error::Result;
+use crate::index::SHARDS;
+
+/// Work one sweep may do per call, in slots visited (1 each) and records
+/// read (16 each, for a cold one may cost a read from disk): 65,536, about
+/// a fifth of a millisecond over a shard with no expiring key, and at most
+/// 4,096 records read.
+pub(crate) const SWEEP_BUDGET: usize = 1 << 16;
+
+/// What a slot visited costs of [`SWEEP_BUDGET`].
+const SLOT_COST: usize = 1;
+
+/// What a record read costs of [`SWEEP_BUDGET`].
+const READ_COST: usize = 16;
+
+/// Where the next sweep resumes: a shard and a slot of its table (a table
+/// replaced since, when the shard grew, is walked from the same slot: a
+/// key skipped is met by the next round).
+#[derive(Debug, Default)]
+pub(crate) struct Sweep {
+    shard: usize,
+    slot: usize,
+    /// The segments of `shard` holding records with an expiry, read when
+    /// the sweep entered the shard.
+    expiring_in: Vec<u64>,
+}
+
+impl Sweep {
+    /// Visits index slots from where the last call stopped, within
+    /// `budget` (see [`SWEEP_BUDGET`]), and removes the keys found expired
+    /// (those still expired under their shard's lock); returns how many.
+    /// Stops early at the end of a round over every shard.
+    ///
+    /// # Errors
+    /// A record that cannot be read (damage, I/O): the sweep resumes past
+    /// it at the next call. A record moved by compaction meanwhile is
+    /// skipped until the next round.
+    pub(crate) fn run(&mut self, core: &Core, budget: usize) -> Result<u64> {
+        let now = clock::now_ms();
+        let mut spent = 0;
+        let mut expired = Vec::new();
+        let mut scratch = Vec::new();
+        while spent < budget {
+            if self.slot == 0 {
+                self.expiring_in = core.index.segments_with_expiring(self.shard);
+            }
+            let table = core.index.table(self.shard);
+            if self.expiring_in.is_empty() {
+                self.slot = table.len();
+            }
+            while self.slot < table.len() && spent < budget {
+                let slot = self.slot;
+                self.slot += 1;
+                spent += SLOT_COST;
+                let Some(addr) = core.index.address_at(&table, slot) else {
+                    continue;
+                };
+                let seg = core.log.storage().segment_of(addr);
+                if self.expiring_in.binary_search(&seg).is_err() {
+                    continue;
+                }
+                spent += READ_COST;
+                let key = core.log.with_record_key(addr, &mut scratch, |r| {
+                    (r.expires_at.is_some() && !r.is_live(now)).then(|| r.key.to_vec())
+                });
+                match key {
+                    Ok(key) => expired.extend(key),
+                    Err(e) if e.is_missing_file() => {}
+                    Err(e) => {
+                        remove(core, &expired)?;
+                        return Err(e);
+                    }
+                }
+            }
+            if self.slot >= table.len() {
+                self.slot = 0;
+                self.shard += 1;
+                if self.shard == SHARDS {
+                    self.shard = 0;
+                    break;
+                }
+            }
+        }
+        remove(core, &expired)
+    }
+}
+
+/// Removes each of `keys` that is still expired; returns how many were.
+fn remove(core: &Core, keys: &[Vec<u8>]) -> Result<u64> {
+    let mut removed = 0;
+    for key in keys {
+        removed += u64::from(core.remove_if_expired(key)?);
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Db, Options};
+    use std::time::Duration;
+
+    /// A store whose maintenance thread is stopped, so that only the test
+    /// sweeps.
+    fn without_maintenance(dir: &std::path::Path) -> Db {
+        let db = Db::open(dir, Options::default()).unwrap();
+        db.stop_maintenance();
+        db
+    }
+
+    /// Expired keys leave the index, a round at a time within the budget;
+    /// keys without an expiry, not yet expired, or written again since they
+    /// were found expired stay.
+    #[test]
+    fn a_sweep_removes_the_expired_keys_and_only_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = without_maintenance(dir.path());
+        for k in 0..3_000u32 {
+            let key = k.to_le_bytes();
+            match k % 3 {
+                0 => db.insert(&key, b"kept").unwrap(),
+                1 => db
+                    .insert_with_ttl(&key, b"expires", Duration::from_millis(1))
+                    .unwrap(),
+                _ => db
+                    .insert_with_ttl(&key, b"later", Duration::from_secs(3_600))
+                    .unwrap(),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(db.len(), 3_000, "expired keys count until swept");
+        let core = db.core();
+        let mut sweep = Sweep::default();
+        let mut removed = 0;
+        let mut calls = 0;
+        while db.len() > 2_000 {
+            removed += sweep.run(core, 4_096).unwrap();
+            calls += 1;
+            assert!(calls < 10_000, "the sweep makes no progress");
+        }
+        assert!(calls > 1, "a small budget takes several calls");
+        assert_eq!(db.len(), 2_000);
+        assert!(removed >= 1_000);
+        for k in 0..3_000u32 {
+            let expected: Option<&[u8]> = match k % 3 {
+                0 => Some(b"kept"),
+                1 => None,
+                _ => Some(b"later"),
+            };
+            assert_eq!(db.get(&k.to_le_bytes()).unwrap().as_deref(), expected);
+        }
+        assert_eq!(db.stats().unwrap().expiring_keys, 1_000);
+    }
+
+    /// A key found expired but written again before its removal is kept:
+    /// the removal checks again under the shard's lock.
+    #[test]
+    fn a_key_written_again_after_it_was_found_expired_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = without_maintenance(dir.path());
+        db.insert_with_ttl(b"k", b"old", Duration::from_millis(1))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        db.insert(b"k", b"new").unwrap();
+        assert!(!db.core().remove_if_expired(b"k").unwrap());
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
+        db.insert_with_ttl(b"k", b"gone", Duration::from_millis(1))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(db.core().remove_if_expired(b"k").unwrap());
+        assert_eq!(db.len(), 0);
+    }
+
+    /// The maintenance thread sweeps on its own.
+    #[test]
+    fn the_maintenance_thread_removes_expired_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for k in 0..500u32 {
+            db.insert_with_ttl(&k.to_le_bytes(), b"v", Duration::from_millis(1))
+                .unwrap();
+        }
+        db.insert(b"stays", b"v").unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while db.len() > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} keys left",
+                db.len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(db.get(b"stays").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}
