@@ -44,6 +44,10 @@ pub struct ClientHandle {
     pub resp: AtomicU8,
     /// Index of the last command in the command table, plus one (0: none).
     pub last_cmd: AtomicUsize,
+    /// The container (upper case) and the subcommand of the last container
+    /// command run (CLIENT LIST shows `cmd=client|list`, as Redis 7);
+    /// shown only while the last command is that container.
+    pub last_sub: Mutex<(&'static str, &'static str)>,
     /// Commands queued since MULTI, or -1 outside MULTI.
     pub multi: AtomicI64,
     /// Bytes in the query buffer at the last read.
@@ -187,6 +191,7 @@ impl Clients {
             lib: Mutex::new((String::new(), String::new())),
             resp: AtomicU8::new(2),
             last_cmd: AtomicUsize::new(0),
+            last_sub: Mutex::new(("", "")),
             multi: AtomicI64::new(-1),
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),

@@ -158,8 +158,13 @@ fn on_off(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 /// does not track are 0).
 pub(super) fn describe(c: &ClientHandle) -> String {
     let cmd = match c.last_cmd.load(Ordering::Relaxed) {
-        0 => "NULL",
-        i => COMMANDS.get(i - 1).map_or("NULL", |s| s.name),
+        0 => "NULL".to_string(),
+        i => match (COMMANDS.get(i - 1), *c.last_sub.lock()) {
+            (Some(spec), (container, sub)) if container.eq_ignore_ascii_case(spec.name) => {
+                format!("{}|{sub}", spec.name)
+            }
+            (spec, _) => spec.map_or("NULL", |s| s.name).to_string(),
+        },
     };
     let (lib_name, lib_ver) = c.lib.lock().clone();
     let multi = c.multi.load(Ordering::Relaxed);

@@ -1004,6 +1004,9 @@ fn dispatch_sub(
             sub.name
         )));
     }
+    if ctx.tx.is_none() {
+        *ctx.session.handle.last_sub.lock() = (container, sub.name);
+    }
     (sub.run)(ctx, args)
 }
 

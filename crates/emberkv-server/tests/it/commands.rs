@@ -638,8 +638,17 @@ fn client_command() {
     assert!(info.ends_with('\n'));
     let list = String::from_utf8(as_bytes(&a.q("CLIENT LIST"))).unwrap();
     assert_eq!(list.lines().count(), 2, "{list}");
+    // A container command shows its subcommand, as redis-server 7.0.15
+    // does (`cmd=client|list`; an audit found `cmd=client`).
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(&format!("id={id_a} ")) && l.contains(" cmd=client|list ")),
+        "{list}"
+    );
+    assert_eq!(b.q("CONFIG GET timeout"), bulks(&["timeout", "0"]));
     let only_b = String::from_utf8(as_bytes(&a.q(&format!("CLIENT LIST ID {id_b}")))).unwrap();
     assert!(only_b.starts_with(&format!("id={id_b} ")) && only_b.lines().count() == 1);
+    assert!(only_b.contains(" cmd=config|get "), "{only_b}");
     let normal = String::from_utf8(as_bytes(&a.q("CLIENT LIST TYPE normal"))).unwrap();
     assert_eq!(normal.lines().count(), 2);
     assert_eq!(a.q("CLIENT LIST TYPE pubsub"), bulk(b""));
