@@ -29,6 +29,10 @@ pub struct Stats {
     pub changes: AtomicU64,
     /// Commands per second over the last sampling interval.
     pub ops_per_sec: AtomicU64,
+    /// The engine's count of expired keys removed
+    /// (`Stats::expired_keys_removed`) at the last CONFIG RESETSTAT:
+    /// INFO's `expired_keys` counts from there.
+    pub expired_base: AtomicU64,
 }
 
 /// One connection's counts since its last flush into [`Stats`].

@@ -137,6 +137,8 @@ pub(crate) struct Core {
     compaction_caught_up: (Mutex<()>, Condvar),
     /// Writes that waited in [`Core::throttle`] since open.
     write_waits: AtomicU64,
+    /// Expired keys the maintenance thread's sweep removed since open.
+    pub(crate) expired_removed: AtomicU64,
     /// [`Options::max_space_amplification`] while background compaction
     /// is on (see `maintenance::assess`): the maintenance thread holds the
     /// files to it, and a foreground compaction sets where writers wait
@@ -648,6 +650,7 @@ impl Db {
             pending_deletes: Mutex::new(Vec::new()),
             append_limit: AtomicU64::new(u64::MAX),
             write_waits: AtomicU64::new(0),
+            expired_removed: AtomicU64::new(0),
             space_bound: options
                 .compaction_garbage
                 .map(|_| options.max_space_amplification),
@@ -1049,6 +1052,7 @@ impl Db {
             (
                 self.core.compactions.load(Ordering::Relaxed),
                 self.core.write_waits.load(Ordering::Relaxed),
+                self.core.expired_removed.load(Ordering::Relaxed),
             ),
             self.core.log.commit_counts(),
             self.core.torn_bytes_cut,

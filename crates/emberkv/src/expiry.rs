@@ -17,6 +17,7 @@ use crate::clock;
 use crate::db::Core;
 use crate::error::Result;
 use crate::index::SHARDS;
+use crate::sync::atomic::Ordering;
 
 /// Work one sweep may do per call, in slots visited (1 each) and records
 /// read (16 each, for a cold one may cost a read from disk): 65,536, about
@@ -102,13 +103,16 @@ impl Sweep {
     }
 }
 
-/// Removes each of `keys` that is still expired; returns how many were.
+/// Removes each of `keys` that is still expired; returns how many were,
+/// and counts them in `Core::expired_removed`.
 fn remove(core: &Core, keys: &[Vec<u8>]) -> Result<u64> {
     let mut removed = 0;
-    for key in keys {
+    let result = keys.iter().try_for_each(|key| {
         removed += u64::from(core.remove_if_expired(key)?);
-    }
-    Ok(removed)
+        Ok(())
+    });
+    core.expired_removed.fetch_add(removed, Ordering::Relaxed);
+    result.map(|()| removed)
 }
 
 #[cfg(test)]
@@ -166,7 +170,9 @@ mod tests {
             };
             assert_eq!(db.get(&k.to_le_bytes()).unwrap().as_deref(), expected);
         }
-        assert_eq!(db.stats().unwrap().expiring_keys, 1_000);
+        let stats = db.stats().unwrap();
+        assert_eq!(stats.expiring_keys, 1_000);
+        assert_eq!(stats.expired_keys_removed, removed);
     }
 
     /// A key found expired but written again before its removal is kept:

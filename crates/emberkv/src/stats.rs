@@ -50,6 +50,10 @@ pub struct Stats {
     /// up to 50 ms: the files had reached the space bound (see
     /// [`crate::Options::max_space_amplification`]).
     pub write_waits: u64,
+    /// Expired keys the background thread's sweep of the index removed
+    /// since the store was opened (each with a tombstone); keys a write
+    /// met expired, and expired records compaction dropped, do not count.
+    pub expired_keys_removed: u64,
     /// Records appended since the store was opened (writes, tombstones and
     /// compaction's copies).
     pub records_appended: u64,
@@ -72,7 +76,7 @@ impl Stats {
         disk_bytes: u64,
         hot_bytes: usize,
         (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
-        (compactions, write_waits): (u64, u64),
+        (compactions, write_waits, expired_keys_removed): (u64, u64, u64),
         (records_appended, fdatasyncs): (u64, u64),
         torn_bytes_cut: u64,
     ) -> Stats {
@@ -96,6 +100,7 @@ impl Stats {
             ),
             compactions,
             write_waits,
+            expired_keys_removed,
             records_appended,
             fdatasyncs,
             torn_bytes_cut,

@@ -219,6 +219,11 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     ctx.shared.stats.reset();
+    let expired = ctx.shared.store.db().stats()?.expired_keys_removed;
+    ctx.shared
+        .stats
+        .expired_base
+        .store(expired, std::sync::atomic::Ordering::Relaxed);
     ctx.out.ok();
     Ok(())
 }
@@ -372,13 +377,16 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
             "stats" => {
                 let _ = write!(
                     w,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:0\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n",
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n",
                     Stats::get(&stats.connections),
                     Stats::get(&stats.commands),
                     Stats::get(&stats.ops_per_sec),
                     Stats::get(&stats.net_in),
                     Stats::get(&stats.net_out),
                     Stats::get(&stats.rejected),
+                    db.stats()?
+                        .expired_keys_removed
+                        .saturating_sub(Stats::get(&stats.expired_base)),
                     Stats::get(&stats.hits),
                     Stats::get(&stats.misses),
                     Stats::get(&stats.errors),

@@ -398,6 +398,32 @@ fn scan_answers_a_small_database_whole() {
     assert_eq!(sorted(&reply[1]), ["a", "b", "c"]);
 }
 
+/// Expired keys leave DBSIZE and INFO keyspace without a write touching
+/// them, and INFO stats counts them in `expired_keys`, as Redis's active
+/// expiry does (an audit against redis-server 7.0.15 found DBSIZE 21 and
+/// `expired_keys:0` seconds after 20 keys of 100 ms had expired).
+#[test]
+fn expired_keys_leave_dbsize_and_count_in_info() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    for i in 0..20 {
+        assert_eq!(r.q(&format!("SET x{i} v PX 100")), ok());
+    }
+    assert_eq!(r.q("SET kept v"), ok());
+    assert!(
+        eventually(30, || as_int(&r.q("DBSIZE")) == 1),
+        "DBSIZE stayed at {}",
+        as_int(&r.q("DBSIZE"))
+    );
+    let info = String::from_utf8(as_bytes(&r.q("INFO"))).unwrap();
+    assert!(info.contains("\r\nexpired_keys:20\r\n"), "{info}");
+    assert!(info.contains("\r\ndb0:keys=1,expires=0,"), "{info}");
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    let info = String::from_utf8(as_bytes(&r.q("INFO stats"))).unwrap();
+    assert!(info.contains("\r\nexpired_keys:0\r\n"), "{info}");
+    assert_eq!(r.q("GET kept"), bulk(b"v"));
+}
+
 #[test]
 fn expiry_commands() {
     let s = Server::start(&[]);
