@@ -131,7 +131,7 @@ pub(super) fn hello(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     }
     if !ctx.session.authed {
         return Err(CmdError::Msg(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
         ));
     }
     if let Some(name) = name {

@@ -129,7 +129,7 @@ fn requirepass_and_auth() {
     assert_eq!(
         r.q("HELLO 3"),
         error(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
         )
     );
     assert_eq!(r.q("AUTH s3cret"), ok());
