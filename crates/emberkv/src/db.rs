@@ -917,8 +917,9 @@ impl Db {
 
     /// Number of keys. Keys whose expiry has passed count until a write
     /// touches them, compaction reclaims them, or the background thread's
-    /// sweep of the index removes them (a round over the index every few
-    /// of its wakes, at least one a second; see `expiry.rs`).
+    /// sweep of the index removes them (a bounded sweep at most every
+    /// 250 ms; a round over 100,000 keys that all expire takes a few
+    /// seconds; see `expiry.rs`).
     pub fn len(&self) -> usize {
         self.core.index.len()
     }

@@ -5,7 +5,8 @@
 //! in [`crate::Db::len`] and holds index memory (a server's `DBSIZE`
 //! counted keys that had expired long before). The maintenance thread
 //! sweeps the index for them, as Redis's active expiry cycle (`expire.c`)
-//! samples its keys with a time to live: a budget of work per wake,
+//! samples its keys with a time to live: a budget of work per sweep, at
+//! most four sweeps a second,
 //! resuming where the last sweep stopped, and only in shards that hold keys
 //! with an expiry, reading only the records in segments that hold some. An
 //! expired key is removed as a `remove` of it is: under its shard's lock,
@@ -24,6 +25,11 @@ use crate::sync::atomic::Ordering;
 /// a fifth of a millisecond over a shard with no expiring key, and at most
 /// 4,096 records read.
 pub(crate) const SWEEP_BUDGET: usize = 1 << 16;
+
+/// Least time between two sweeps (250 ms): the maintenance thread wakes at
+/// every log milestone under heavy writes, and each sweep takes every
+/// shard's lock once to learn whether it holds keys with an expiry.
+pub(crate) const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What a slot visited costs of [`SWEEP_BUDGET`].
 const SLOT_COST: usize = 1;

@@ -80,7 +80,8 @@ impl Maintenance {
     /// segment with compression while writers are quiet (see
     /// [`QUIET_BYTES`]), and
     /// sweeps the index for expired keys (within
-    /// [`expiry::SWEEP_BUDGET`] per wake, see [`expiry::Sweep`]), and
+    /// [`expiry::SWEEP_BUDGET`], at most every [`expiry::SWEEP_EVERY`], see
+    /// [`expiry::Sweep`]), and
     /// writes an index checkpoint once
     /// [`CHECKPOINT_EVERY`] bytes were appended since the last. Failures are
     /// retried at the next wake; the foreground `compact`, `sync` and
@@ -157,6 +158,7 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
     // Compaction's read buffer, allocated once.
     let mut chunk = Chunk::default();
     let mut sweep = expiry::Sweep::default();
+    let mut swept = Instant::now();
     while !stop.load(Ordering::Acquire) {
         {
             let mut milestones = core.log.milestones.lock();
@@ -186,10 +188,11 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
                 worked = true;
             }
         }
-        if !stop.load(Ordering::Acquire) {
-            // Errors are retried at the next wake (past the record that
+        if swept.elapsed() >= expiry::SWEEP_EVERY && !stop.load(Ordering::Acquire) {
+            // Errors are retried at the next sweep (past the record that
             // failed); reads and writes report their own.
             let _ = sweep.run(core, expiry::SWEEP_BUDGET);
+            swept = Instant::now();
         }
         if worked || core.log.appended() - quiet_since.1 >= QUIET_BYTES {
             // The copies are not the writers' doing: quiet starts over
