@@ -991,7 +991,7 @@ mod tests {
     /// and a replay brought the older value back.
     #[test]
     fn a_removed_expired_key_stays_hidden_after_its_record_is_compacted() {
-        for by_sweep in [false, true] {
+        for by in ["remove", "sweep", "batch"] {
             let dir = tempfile::tempdir().unwrap();
             let db = open(dir.path());
             db.stop_maintenance();
@@ -1000,11 +1000,19 @@ mod tests {
             db.insert_with_ttl(b"k", b"short-lived", Duration::from_millis(1))
                 .unwrap();
             std::thread::sleep(Duration::from_millis(5));
-            if by_sweep {
-                let mut sweep = crate::expiry::Sweep::default();
-                assert_eq!(sweep.run(db.core(), usize::MAX).unwrap(), 1, "one round");
-            } else {
-                assert!(!db.remove(b"k").unwrap(), "an expired key is absent");
+            match by {
+                "sweep" => {
+                    let mut sweep = crate::expiry::Sweep::default();
+                    assert_eq!(sweep.run(db.core(), usize::MAX).unwrap(), 1, "one round");
+                }
+                // The server's EXEC removes keys in a batch (a review found
+                // this path still wrote nothing).
+                "batch" => {
+                    let mut batch = crate::WriteBatch::new();
+                    batch.remove(b"k");
+                    db.apply_batch(&batch).unwrap();
+                }
+                _ => assert!(!db.remove(b"k").unwrap(), "an expired key is absent"),
             }
             fill_to(&db, 3);
             compact_only(&db, 2, false);
@@ -1015,7 +1023,7 @@ mod tests {
             assert_eq!(
                 db.get(b"k").unwrap(),
                 None,
-                "by_sweep {by_sweep}: the expired key's old value came back"
+                "removed by {by}: the expired key's old value came back"
             );
         }
     }

@@ -189,9 +189,20 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>, compress_
             }
         }
         if swept.elapsed() >= expiry::SWEEP_EVERY && !stop.load(Ordering::Acquire) {
-            // Errors are retried at the next sweep (past the record that
-            // failed); reads and writes report their own.
-            let _ = sweep.run(core, expiry::SWEEP_BUDGET);
+            // Again while sweeps find many expired keys, for a while (as
+            // Redis's active expiry repeats its cycle while a quarter of
+            // the keys it samples have expired). Errors are retried at the
+            // next sweep (past the record that failed); reads and writes
+            // report their own.
+            let began = Instant::now();
+            while let Ok(removed) = sweep.run(core, expiry::SWEEP_BUDGET) {
+                if removed < expiry::SWEEP_AGAIN
+                    || began.elapsed() >= expiry::SWEEP_FOR
+                    || stop.load(Ordering::Acquire)
+                {
+                    break;
+                }
+            }
             swept = Instant::now();
         }
         if worked || core.log.appended() - quiet_since.1 >= QUIET_BYTES {

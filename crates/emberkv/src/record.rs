@@ -28,6 +28,19 @@ pub(crate) const HEADER_BYTES: usize = 16;
 /// Size of the optional expiry field, in bytes.
 pub(crate) const EXPIRY_BYTES: usize = 8;
 
+/// The expiry a record's first bytes record, unchecked (the checksum
+/// covers the whole record): `Some(None)` for a record without one,
+/// `None` when `head` is shorter than the header and expiry field. For a
+/// hint only (the expired-key sweep's, which reads and verifies the whole
+/// record before acting on it).
+pub(crate) fn peek_expiry(head: &[u8]) -> Option<Option<u64>> {
+    let head = head.get(..HEADER_BYTES + EXPIRY_BYTES)?;
+    Some(
+        (head[4] & FLAG_EXPIRY != 0)
+            .then(|| u64::from_le_bytes(head[HEADER_BYTES..].try_into().expect("8 bytes"))),
+    )
+}
+
 /// Flag: the record removes its key.
 pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 /// Flag: the record is padding up to the end of a page.

@@ -965,6 +965,27 @@ impl Log {
         self.with_record_checked(addr, scratch, Verify::Always, f)
     }
 
+    /// The expiry recorded in the first bytes of the cold record at `addr`,
+    /// unchecked ([`crate::record::peek_expiry`]; read through the
+    /// segment's map, or 24 bytes read): `None` when the record is
+    /// resident or too close to its file's end to tell, then read it with
+    /// [`Log::with_record_key`]. Spares the expired-key sweep a read and
+    /// checksum of every cold record's value.
+    ///
+    /// # Errors
+    /// As [`crate::storage::Segments::read_at`].
+    pub(crate) fn peek_cold_expiry(&self, addr: u64) -> Result<Option<Option<u64>>> {
+        if self.pages.load().resident(addr).is_some() {
+            return Ok(None);
+        }
+        if let Some(peeked) = self.storage.with_mapped(addr, crate::record::peek_expiry) {
+            return Ok(peeked);
+        }
+        let mut head = [0u8; crate::record::HEADER_BYTES + crate::record::EXPIRY_BYTES];
+        let n = self.storage.read_at(addr, &mut head)?;
+        Ok(crate::record::peek_expiry(&head[..n]))
+    }
+
     /// [`Log::with_record`] for a writer that looks at the record's key,
     /// expiry and lengths only (to find a key's slot; [`Log::key_hashes`]
     /// does the same for a growing index), never at its value: a resident
