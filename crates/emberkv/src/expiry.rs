@@ -5,9 +5,10 @@
 //! in [`crate::Db::len`] and holds index memory (a server's `DBSIZE`
 //! counted keys that had expired long before). The maintenance thread
 //! sweeps the index for them, as Redis's active expiry cycle (`expire.c`)
-//! samples its keys with a time to live: a budget of work per sweep, at
-//! most four sweeps a second,
-//! resuming where the last sweep stopped, and only in shards that hold keys
+//! samples its keys with a time to live: a budget of work per sweep,
+//! sweeps at most every [`SWEEP_EVERY`] (repeated for up to [`SWEEP_FOR`]
+//! while each finds many expired keys), each
+//! resuming where the last stopped, and only in shards that hold keys
 //! with an expiry, reading only the records in segments that hold some. An
 //! expired key is removed as a `remove` of it is: under its shard's lock,
 //! only if the key is still expired then, with a tombstone (the expired
@@ -23,7 +24,7 @@ use crate::sync::atomic::Ordering;
 /// Work one sweep may do per call, in slots visited (1 each), expiries
 /// looked at ([`PEEK_COST`]) and records read ([`READ_COST`]): 65,536,
 /// about a fifth of a millisecond over a shard with no expiring key, and
-/// at most 6,553 expired keys removed.
+/// about 6,000 expired keys removed at most.
 pub(crate) const SWEEP_BUDGET: usize = 1 << 16;
 
 /// Least time between two sweeps (250 ms): the maintenance thread wakes at
