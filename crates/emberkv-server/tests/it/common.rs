@@ -272,6 +272,9 @@ impl<S: Read + Write> Raw<S> {
             let n = match self.stream.read(&mut chunk) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
+                // A signal to this process (a socket with a read timeout
+                // is not restarted, signal(7)): read again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => panic!("read: {e}"),
             };
             if n == 0 {
