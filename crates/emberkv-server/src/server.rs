@@ -180,6 +180,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
             notice!("Listening on {addr} (tcp)");
         }
     }
+    // The socket is bound after the store's lock is taken (above), but a
+    // path that cannot be bound is refused before the store is created
+    // (an audit found an empty store left behind).
+    if let Some(socket) = &config.unixsocket {
+        check_unix_path(socket)?;
+    }
     let opened = Instant::now();
     let store = Store::open(&path, config.hot_bytes as usize)
         .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
@@ -371,6 +377,37 @@ async fn serve(
 /// a temporary name beside `path`, given its mode, and renamed into place,
 /// so that no client ever finds it at `path` with the default mode (a
 /// test saw the window between the bind and the chmod).
+/// Longest unix socket path the kernel takes (`sun_path` holds 108
+/// bytes, with the terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Refuses a unix socket path that [`bind_unix`] cannot bind: too long, or
+/// in a directory that does not exist.
+///
+/// # Errors
+/// One line naming the path and the reason.
+fn check_unix_path(path: &std::path::Path) -> Result<(), String> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(format!(
+            "cannot listen on unix socket {}: the path is {len} bytes, more than {MAX_SOCKET_PATH}",
+            path.display()
+        ));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!(
+            "cannot listen on unix socket {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
 fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> Result<UnixListener, String> {
     let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
     // A stale socket file from an earlier run would make bind fail.

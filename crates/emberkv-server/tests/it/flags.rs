@@ -93,6 +93,30 @@ fn a_port_in_use_is_one_line_and_exit_1() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A unix socket path that cannot be bound is one line and exit 1, and
+/// leaves no store behind (an audit found an empty store directory
+/// created before the bind failed).
+#[test]
+fn a_bad_unix_socket_path_is_one_line_and_exit_1() {
+    let long = format!("/tmp/{}.sock", "s".repeat(120));
+    for socket in ["/nonexistent/dir/emberkv.sock", long.as_str()] {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, _, err) = run(&[
+            "--port",
+            "0",
+            "--unixsocket",
+            socket,
+            "--dir",
+            path_str(dir.path()),
+        ]);
+        assert_eq!(code, 1, "{socket}: {err}");
+        assert!(err.contains("cannot listen on unix socket"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{socket}: {left:?}");
+    }
+}
+
 #[test]
 fn a_missing_dir_is_one_line_and_exit_1() {
     let (code, _, err) = run(&[
