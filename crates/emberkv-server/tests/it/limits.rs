@@ -215,6 +215,57 @@ fn unauthenticated_clients_send_small_requests_only() {
     assert_eq!(at.call(&[b"STRLEN", b"k"]), int(100_000));
 }
 
+/// This machine's address on a non-loopback interface, if it has one
+/// (the source address of a route out; a UDP connect sends nothing).
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Protected mode end to end (there was only a unit test of the rule): a
+/// server bound beyond loopback with no password refuses a client that
+/// comes from a non-loopback address with Redis's DENIED error and closes,
+/// serves loopback clients, and serves everyone once a password is set
+/// (then with NOAUTH) or protected mode is off.
+#[test]
+fn protected_mode_refuses_non_loopback_clients_without_a_password() {
+    let Some(ip) = non_loopback_address() else {
+        eprintln!("SKIPPED: no non-loopback address on this machine");
+        return;
+    };
+    let from_outside = |s: &Server| {
+        let stream = std::net::TcpStream::connect((ip, s.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        Raw::new(stream)
+    };
+    let s = Server::start(&["--bind", "0.0.0.0"]);
+    let mut outside = from_outside(&s);
+    match outside.frame() {
+        Some(Frame::Error(e)) => assert!(
+            e.starts_with(b"DENIED Redis is running in protected mode"),
+            "{}",
+            String::from_utf8_lossy(&e)
+        ),
+        other => panic!("a client from {ip} got {other:?}"),
+    }
+    assert!(outside.closed());
+    assert_eq!(s.raw().q("PING"), simple("PONG"), "loopback is served");
+    let info = String::from_utf8(as_bytes(&s.raw().q("INFO stats"))).unwrap();
+    assert!(!info.contains("rejected_connections:0\r\n"), "{info}");
+
+    let s = Server::start(&["--bind", "0.0.0.0", "--requirepass", "pw"]);
+    assert_eq!(
+        from_outside(&s).q("GET k"),
+        error("NOAUTH Authentication required.")
+    );
+    let s = Server::start(&["--bind", "0.0.0.0", "--protected-mode", "no"]);
+    assert_eq!(from_outside(&s).q("PING"), simple("PONG"));
+}
+
 #[test]
 fn unix_socket_only_with_permissions() {
     let s = Server::start(&["--unixsocketperm", "600"]);
