@@ -1196,8 +1196,8 @@ impl Db {
         self.shutdown()
     }
 
-    /// Stops the maintenance thread, for tests that do its work by hand.
-    #[cfg(test)]
+    /// Stops the maintenance thread (at shutdown, and in tests that do its
+    /// work by hand); nothing when it is stopped already.
     pub(crate) fn stop_maintenance(&self) {
         if let Some(mut maintenance) = self.maintenance.lock().take() {
             maintenance.stop();
@@ -1205,9 +1205,7 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
-        if let Some(mut maintenance) = self.maintenance.lock().take() {
-            maintenance.stop();
-        }
+        self.stop_maintenance();
         if let Some(mut flusher) = self.flusher.lock().take() {
             flusher.stop();
             // A clean close leaves a checkpoint covering the whole log, so
