@@ -11,18 +11,34 @@
 /// creates later, a backup's files, the log file being reopened.
 pub const RESERVED_FDS: u64 = 32;
 
+/// What [`fit_clients`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fit {
+    /// Clients that fit under `limit`: the number asked for, or fewer
+    /// (possibly 0).
+    pub clients: usize,
+    /// Descriptors the number asked for needs: the clients, those in use
+    /// and [`RESERVED_FDS`].
+    pub needed: u64,
+    /// The soft limit in force after the call (0 where it cannot be read).
+    pub limit: u64,
+}
+
 /// Raises the soft `RLIMIT_NOFILE` toward what `maxclients` clients need
 /// beside `in_use` descriptors and [`RESERVED_FDS`] more, up to the hard
-/// limit, and returns how many clients fit under the limit then in force:
-/// `maxclients`, or fewer (possibly 0) when it cannot rise that far. The
-/// soft limit is never lowered. Where the limit cannot be read,
-/// `maxclients` (nothing to adjust by).
-pub fn fit_clients(maxclients: usize, in_use: u64) -> usize {
+/// limit, and returns how many clients fit under the limit then in force.
+/// The soft limit is never lowered. Where the limit cannot be read, all
+/// `maxclients` fit (nothing to adjust by).
+pub fn fit_clients(maxclients: usize, in_use: u64) -> Fit {
     let needed = (maxclients as u64)
         .saturating_add(in_use)
         .saturating_add(RESERVED_FDS);
     let Ok((soft, hard)) = rlimit::getrlimit(rlimit::Resource::NOFILE) else {
-        return maxclients;
+        return Fit {
+            clients: maxclients,
+            needed,
+            limit: 0,
+        };
     };
     let mut limit = soft;
     if soft < needed {
@@ -32,7 +48,11 @@ pub fn fit_clients(maxclients: usize, in_use: u64) -> usize {
         }
     }
     let room = limit.saturating_sub(in_use.saturating_add(RESERVED_FDS));
-    room.min(maxclients as u64) as usize
+    Fit {
+        clients: room.min(maxclients as u64) as usize,
+        needed,
+        limit,
+    }
 }
 
 /// The soft `RLIMIT_NOFILE` in force, if it can be read.
@@ -59,15 +79,19 @@ mod tests {
             return;
         };
         // Asking for no more than fits changes nothing.
-        assert_eq!(fit_clients(1, 0), 1);
+        assert_eq!(fit_clients(1, 0).clients, 1);
         // Past even the hard limit: what is left beside the descriptors in
         // use and the reserve, under the limit then in force.
         let in_use = 100;
         let fit = fit_clients(usize::MAX / 2, in_use);
         let now = open_files_limit().unwrap();
         assert!(now >= limit, "the soft limit was lowered: {limit} -> {now}");
-        assert_eq!(fit as u64, now.saturating_sub(in_use + RESERVED_FDS));
+        assert_eq!(fit.limit, now);
+        assert_eq!(
+            fit.clients as u64,
+            now.saturating_sub(in_use + RESERVED_FDS)
+        );
         // More in use than the limit allows: no client fits.
-        assert_eq!(fit_clients(10, now), 0);
+        assert_eq!(fit_clients(10, now).clients, 0);
     }
 }

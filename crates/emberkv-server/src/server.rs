@@ -236,12 +236,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
 fn adjust_maxclients(config: &mut Config) -> Result<(), String> {
     let in_use = fd_limit::open_descriptors().unwrap_or(0);
     let wanted = config.maxclients;
-    let needed = (wanted as u64)
-        .saturating_add(in_use)
-        .saturating_add(fd_limit::RESERVED_FDS);
     let before = fd_limit::open_files_limit();
-    let fit = fd_limit::fit_clients(wanted, in_use);
-    let limit = fd_limit::open_files_limit().unwrap_or(0);
+    let fd_limit::Fit {
+        clients: fit,
+        needed,
+        limit,
+    } = fd_limit::fit_clients(wanted, in_use);
     if fit == 0 {
         return Err(format!(
             "Your current 'ulimit -n' of {limit} is not enough for the server to start \

@@ -196,7 +196,7 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let in_use = crate::fd_limit::open_descriptors()
             .unwrap_or(0)
             .saturating_sub(shared.clients.len() as u64);
-        let fit = crate::fd_limit::fit_clients(next.maxclients, in_use);
+        let fit = crate::fd_limit::fit_clients(next.maxclients, in_use).clients;
         if fit < next.maxclients {
             return Err(CmdError::err(format_args!(
                 "CONFIG SET failed (possibly related to argument 'maxclients') - The operating \
