@@ -286,10 +286,24 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// The engine's statistics, read at most once per INFO: each read takes
+/// every index shard's lock and lists the store's directory, and four
+/// sections show them.
+fn engine_stats<'a>(
+    cached: &'a mut Option<emberkv::Stats>,
+    db: &emberkv::Db,
+) -> emberkv::Result<&'a emberkv::Stats> {
+    Ok(match cached {
+        Some(s) => s,
+        empty => empty.insert(db.stats()?),
+    })
+}
+
 fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
     let shared = ctx.shared;
     let config = shared.config.read().clone();
     let db = shared.store.db();
+    let mut engine = None;
     let stats = &shared.stats;
     let mut t = String::new();
     let mut seen = Vec::new();
@@ -341,7 +355,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 );
             }
             "memory" => {
-                let s = db.stats()?;
+                let s = engine_stats(&mut engine, db)?;
                 let rss = rss_bytes();
                 let _ = write!(
                     w,
@@ -359,7 +373,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 );
             }
             "persistence" => {
-                let s = db.stats()?;
+                let s = engine_stats(&mut engine, db)?;
                 let _ = write!(
                     w,
                     "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\nemberkv_store:{}\r\nemberkv_appendfsync:{}\r\nemberkv_disk_bytes:{}\r\nemberkv_space_amplification:{:.2}\r\n",
@@ -384,7 +398,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                     Stats::get(&stats.net_in),
                     Stats::get(&stats.net_out),
                     Stats::get(&stats.rejected),
-                    db.stats()?
+                    engine_stats(&mut engine, db)?
                         .expired_keys_removed
                         .saturating_sub(Stats::get(&stats.expired_base)),
                     Stats::get(&stats.hits),
@@ -405,7 +419,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 if keys > 0 {
                     // Like `keys`, `expires` counts expired keys not yet
                     // reclaimed; avg_ttl is not estimated.
-                    let expires = db.stats().map_or(0, |s| s.expiring_keys);
+                    let expires = engine_stats(&mut engine, db).map_or(0, |s| s.expiring_keys);
                     let _ = write!(w, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
                 }
             }
