@@ -9,14 +9,15 @@
 //! filter and `EMBERKV_BACKUP_CHILD` set to the store's directory. Set
 //! `EMBERKV_CRASH_SEED` to vary (or reproduce) the kill times.
 
-use std::collections::HashMap;
 use std::fs;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use emberkv::{Db, Options};
+
+mod store_files;
+use store_files::files_of;
 
 const ENV_CHILD: &str = "EMBERKV_BACKUP_CHILD";
 const ENV_SEED: &str = "EMBERKV_CRASH_SEED";
@@ -48,24 +49,6 @@ fn build_store(dir: &Path) {
         db.insert(&k.to_le_bytes(), &value(k)).unwrap();
     }
     db.close().unwrap();
-}
-
-/// Name to length and hash of contents, for every file of `dir`.
-fn files_of(dir: &Path) -> HashMap<String, (usize, u64)> {
-    let mut files = HashMap::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            let bytes = fs::read(entry.path()).unwrap();
-            let mut hasher = DefaultHasher::new();
-            bytes.hash(&mut hasher);
-            files.insert(
-                entry.file_name().to_string_lossy().into_owned(),
-                (bytes.len(), hasher.finish()),
-            );
-        }
-    }
-    files
 }
 
 #[test]
