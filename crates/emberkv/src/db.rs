@@ -410,12 +410,7 @@ impl Core {
     pub(crate) fn count(&self, writer: &mut ShardWriter<'_>, addr: u64, entry: &Entry<'_>) {
         let seg = self.log.storage().segment_of(addr);
         let logical = entry.key.len() + entry.value_len();
-        writer.add_live(
-            seg,
-            entry.len() as u64,
-            logical as u64,
-            entry.expires_at.is_some(),
-        );
+        writer.add_live(seg, entry.len() as u64, logical as u64, entry.expires_at);
     }
 
     /// Stops counting a key's previous record as live.

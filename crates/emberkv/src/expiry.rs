@@ -9,7 +9,11 @@
 //! sweeps at most every [`SWEEP_EVERY`] (repeated for up to [`SWEEP_FOR`]
 //! while each finds many expired keys), each
 //! resuming where the last stopped, and only in shards that hold keys
-//! with an expiry, reading only the records in segments that hold some. An
+//! with an expiry, reading only the records in segments where one may have
+//! expired: the index keeps, per shard and segment, a time before which
+//! none of its records expires, which a round of the sweep raises to the
+//! first expiry it saw (so keys with a long time to live are looked at
+//! once, not at every round). An
 //! expired key is removed as a `remove` of it is: under its shard's lock,
 //! only if the key is still expired then, with a tombstone (the expired
 //! record hides the key's older records only until compaction drops it,
@@ -57,9 +61,26 @@ const READ_COST: usize = 8;
 pub(crate) struct Sweep {
     shard: usize,
     slot: usize,
-    /// The segments of `shard` holding records with an expiry, read when
-    /// the sweep entered the shard.
+    /// The segments of `shard` whose records may have expired, ascending,
+    /// taken when the sweep entered the shard ([`crate::index::Index::expiry_round`]).
     expiring_in: Vec<u64>,
+    /// Per segment of `expiring_in`: the least expiry seen there that had
+    /// not passed (`u64::MAX` for none yet).
+    least: Vec<u64>,
+    /// The generation of `shard`'s table when the sweep entered it.
+    generation: u32,
+    /// Whether every record of the round over `shard` was looked at: an
+    /// error leaves the shard's floors where they were.
+    whole: bool,
+}
+
+/// A round over one shard that looked at every record it had to: its
+/// floors, to set once the expired keys it found are removed.
+struct Settled {
+    shard: usize,
+    generation: u32,
+    segments: Vec<u64>,
+    least: Vec<u64>,
 }
 
 impl Sweep {
@@ -71,15 +92,19 @@ impl Sweep {
     /// # Errors
     /// A record that cannot be read (damage, I/O): the sweep resumes past
     /// it at the next call. A record moved by compaction meanwhile is
-    /// skipped until the next round.
+    /// skipped until the next round (its copy was counted with its expiry,
+    /// which the segment's floor takes).
     pub(crate) fn run(&mut self, core: &Core, budget: usize) -> Result<u64> {
         let now = clock::now_ms();
         let mut spent = 0;
         let mut expired = Vec::new();
+        let mut settled = Vec::new();
         let mut scratch = Vec::new();
         while spent < budget {
             if self.slot == 0 {
-                self.expiring_in = core.index.segments_with_expiring(self.shard);
+                (self.expiring_in, self.generation) = core.index.expiry_round(self.shard, now);
+                self.least = vec![u64::MAX; self.expiring_in.len()];
+                self.whole = true;
             }
             let table = core.index.table(self.shard);
             if self.expiring_in.is_empty() {
@@ -93,31 +118,48 @@ impl Sweep {
                     continue;
                 };
                 let seg = core.log.storage().segment_of(addr);
-                if self.expiring_in.binary_search(&seg).is_err() {
+                let Ok(i) = self.expiring_in.binary_search(&seg) else {
                     continue;
-                }
+                };
                 spent += PEEK_COST;
                 match core.log.peek_cold_expiry(addr) {
                     // A cold record without an expiry, or not yet expired:
                     // its value is neither read nor checksummed.
-                    Ok(Some(expiry)) if expiry.is_none_or(|at| at > now) => continue,
+                    Ok(Some(None)) => continue,
+                    Ok(Some(Some(at))) if at > now => {
+                        self.least[i] = self.least[i].min(at);
+                        continue;
+                    }
                     Err(e) if e.is_missing_file() => continue,
                     _ => {}
                 }
                 spent += READ_COST;
-                let key = core.log.with_record_key(addr, &mut scratch, |r| {
-                    (r.expires_at.is_some() && !r.is_live(now)).then(|| r.key.to_vec())
-                });
-                match key {
-                    Ok(key) => expired.extend(key),
+                let seen = core
+                    .log
+                    .with_record_key(addr, &mut scratch, |r| match r.expires_at {
+                        Some(_) if !r.is_live(now) => Ok(r.key.to_vec()),
+                        at => Err(at),
+                    });
+                match seen {
+                    Ok(Ok(key)) => expired.push(key),
+                    Ok(Err(at)) => self.least[i] = self.least[i].min(at.unwrap_or(u64::MAX)),
                     Err(e) if e.is_missing_file() => {}
                     Err(e) => {
+                        self.whole = false;
                         remove(core, &expired)?;
                         return Err(e);
                     }
                 }
             }
             if self.slot >= table.len() {
+                if self.whole && !self.expiring_in.is_empty() {
+                    settled.push(Settled {
+                        shard: self.shard,
+                        generation: self.generation,
+                        segments: std::mem::take(&mut self.expiring_in),
+                        least: std::mem::take(&mut self.least),
+                    });
+                }
                 self.slot = 0;
                 self.shard += 1;
                 if self.shard == SHARDS {
@@ -126,7 +168,14 @@ impl Sweep {
                 }
             }
         }
-        remove(core, &expired)
+        let removed = remove(core, &expired)?;
+        // Only now: a key found expired but not removed (an error above)
+        // must not be passed by at the next round.
+        for s in settled {
+            core.index
+                .settle_expiry_floors(s.shard, s.generation, &s.segments, &s.least);
+        }
+        Ok(removed)
     }
 }
 
@@ -276,6 +325,153 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert!(db.core().remove_if_expired(b"k").unwrap());
         assert_eq!(db.len(), 0);
+    }
+
+    /// Sweeps until a round over every shard ends; returns the keys
+    /// removed.
+    fn whole_round(sweep: &mut Sweep, core: &Core) -> u64 {
+        let removed = sweep.run(core, usize::MAX).unwrap();
+        assert_eq!((sweep.shard, sweep.slot), (0, 0), "a round ended");
+        removed
+    }
+
+    /// Whether one call with a budget of 1 goes round every shard: it does
+    /// when no segment may hold an expired record (a shard passed by costs
+    /// nothing), and stops after one slot otherwise.
+    fn passes_every_shard_by(sweep: &mut Sweep, core: &Core) -> bool {
+        assert_eq!((sweep.shard, sweep.slot), (0, 0), "at a round's start");
+        sweep.run(core, 1).unwrap();
+        let passed = (sweep.shard, sweep.slot) == (0, 0);
+        while (sweep.shard, sweep.slot) != (0, 0) {
+            sweep.run(core, usize::MAX).unwrap();
+        }
+        passed
+    }
+
+    /// Keys with a long time to live are passed by until the first of them
+    /// can expire; keys written while a
+    /// round goes on, into shards it has passed, still lower their
+    /// segment's floor and are removed once expired.
+    #[test]
+    fn a_round_passes_by_segments_where_nothing_can_have_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = without_maintenance(dir.path());
+        for k in 0..3_000u32 {
+            db.insert_with_ttl(&k.to_le_bytes(), b"later", Duration::from_secs(3_600))
+                .unwrap();
+        }
+        let core = db.core();
+        let mut sweep = Sweep::default();
+        assert!(
+            passes_every_shard_by(&mut sweep, core),
+            "the writers' expiries are the floors"
+        );
+
+        // Keys that expire at once, in every shard, so that the next round
+        // looks at every shard's records; when it is at the last slots of
+        // shard 0, more such keys land in that shard, most of them in the
+        // slots it has passed.
+        for k in 0..3_000u32 {
+            let key = (1_000_000 + k).to_le_bytes();
+            db.insert_with_ttl(&key, b"v", Duration::from_millis(1))
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut sweep = Sweep::default();
+        let len = core.index.table(0).len();
+        while sweep.slot < len - 1 {
+            sweep.run(core, 1).unwrap();
+            assert_eq!(sweep.shard, 0, "shard 0 is looked at");
+        }
+        let in_shard_0 = (2_000_000..u32::MAX)
+            .map(u32::to_le_bytes)
+            .filter(|key| crate::index::shard_of(core.hasher.hash(key)) == 0);
+        for key in in_shard_0.take(4) {
+            db.insert_with_ttl(&key, b"v", Duration::from_millis(1))
+                .unwrap();
+        }
+        assert_eq!(core.index.table(0).len(), len, "shard 0 did not grow");
+        while (sweep.shard, sweep.slot) != (0, 0) {
+            sweep.run(core, 64).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        whole_round(&mut sweep, core);
+        assert_eq!(db.len(), 3_000, "every key of a short life is removed");
+        assert!(passes_every_shard_by(&mut sweep, core));
+    }
+
+    /// A floor is the first expiry a round saw: once that time passes, the
+    /// segment is looked at again and its expired keys removed.
+    #[test]
+    fn a_segment_is_looked_at_again_once_its_floor_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = without_maintenance(dir.path());
+        for k in 0..1_000u32 {
+            let ttl = Duration::from_millis(if k % 10 == 0 { 300 } else { 3_600_000 });
+            db.insert_with_ttl(&k.to_le_bytes(), b"v", ttl).unwrap();
+        }
+        let core = db.core();
+        let mut sweep = Sweep::default();
+        assert_eq!(whole_round(&mut sweep, core), 0);
+        assert!(passes_every_shard_by(&mut sweep, core));
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(!passes_every_shard_by(&mut sweep, core));
+        whole_round(&mut sweep, core);
+        assert_eq!(db.len(), 900);
+    }
+
+    /// A round during which a shard's table grows (entries moving to slots
+    /// the round had passed) leaves that shard's floors where they were;
+    /// without the growth, the same settling raises them.
+    #[test]
+    fn a_round_over_a_growing_shard_settles_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default().key_capacity(0)).unwrap();
+        db.stop_maintenance();
+        for k in 0..2_000u32 {
+            db.insert_with_ttl(&k.to_le_bytes(), b"v", Duration::from_secs(60))
+                .unwrap();
+        }
+        let index = &db.core().index;
+        let later = clock::now_ms() + 3_600_000;
+        let nothing_expires = |segments: &[u64]| vec![u64::MAX; segments.len()];
+
+        let (segments, generation) = index.expiry_round(0, later);
+        assert!(!segments.is_empty());
+        for k in 0..20_000u32 {
+            db.insert(&(1_000_000 + k).to_le_bytes(), b"v").unwrap();
+        }
+        assert_ne!(index.table(0).generation(), generation, "shard 0 grew");
+        index.settle_expiry_floors(0, generation, &segments, &nothing_expires(&segments));
+        assert_eq!(index.expiry_round(0, later).0, segments, "floors kept");
+
+        let (segments, generation) = index.expiry_round(0, later);
+        index.settle_expiry_floors(0, generation, &segments, &nothing_expires(&segments));
+        assert!(index.expiry_round(0, later).0.is_empty(), "floors raised");
+    }
+
+    /// Counts loaded from a checkpoint carry no expiry times: the first
+    /// round after an open looks at every record again.
+    #[test]
+    fn floors_are_learned_again_after_a_checkpoint_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = without_maintenance(dir.path());
+            for k in 0..1_000u32 {
+                let ttl = Duration::from_millis(if k % 10 == 0 { 300 } else { 3_600_000 });
+                db.insert_with_ttl(&k.to_le_bytes(), b"v", ttl).unwrap();
+            }
+            db.close().unwrap();
+        }
+        let db = without_maintenance(dir.path());
+        assert!(
+            db.core().checkpointed.load(Ordering::Relaxed) > 0,
+            "the test needs a checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        let mut sweep = Sweep::default();
+        whole_round(&mut sweep, db.core());
+        assert_eq!(db.len(), 900);
     }
 
     /// The maintenance thread sweeps on its own.

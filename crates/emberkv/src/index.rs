@@ -288,6 +288,10 @@ struct ShardState {
     /// The same, per segment: for choosing what to compact, and for
     /// dropping a retired segment's entries from a loaded checkpoint.
     live_by_segment: SegmentMap<SegmentLive>,
+    /// Per segment holding entries with an expiry: when the first of them
+    /// can expire, so that the expiry sweep passes the segment by until
+    /// then (see [`ExpiryFloor`]). Absent for a segment with none.
+    expiry_floors: SegmentMap<ExpiryFloor>,
     /// Whether to keep `homes` ([`Index::track_homes`]: while a full
     /// replay fills the index).
     keep_homes: bool,
@@ -311,6 +315,33 @@ pub(crate) struct SegmentLive {
     pub logical_bytes: u64,
     /// Those of the entries whose record carries an expiry time.
     pub expiring: u64,
+}
+
+/// When the records of one shard's entries into one segment can first
+/// expire, as far as the index knows.
+///
+/// Writers lower both fields to each expiry they count; only the expiry
+/// sweep raises `floor`, at the end of a round over the shard that looked
+/// at every such entry's record: to the least expiry it saw that had not
+/// passed, and no higher than `since_round`, which covers the records
+/// counted while the round went on (see [`Index::expiry_round`] and
+/// [`Index::settle_expiry_floors`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ExpiryFloor {
+    /// No entry's record expires before this time (Unix ms). 0 when not
+    /// known: counts loaded from a checkpoint carry no expiry times.
+    floor: u64,
+    /// The least expiry counted since the sweep's current round over the
+    /// shard began (`u64::MAX` when none).
+    since_round: u64,
+}
+
+impl ExpiryFloor {
+    /// Lowers both bounds to `at`.
+    fn lower(&mut self, at: u64) {
+        self.floor = self.floor.min(at);
+        self.since_round = self.since_round.min(at);
+    }
 }
 
 /// A shard's contents, written to and read from an index checkpoint.
@@ -484,21 +515,55 @@ impl Index {
         live
     }
 
-    /// The segments holding records of shard `shard` that carry an expiry
-    /// time, ascending (empty when none does), taken under its writer lock.
-    pub(crate) fn segments_with_expiring(&self, shard: usize) -> Vec<u64> {
-        let state = self.shards[shard].writer.lock();
+    /// Begins a round of the expiry sweep over shard `shard`: the
+    /// segments holding records of the shard's entries that may have
+    /// expired by `now` (Unix ms), ascending (empty when none may), and the
+    /// generation of the shard's table, taken under its writer lock. From
+    /// here on, each of those segments remembers the least expiry counted
+    /// into it, for [`Index::settle_expiry_floors`].
+    pub(crate) fn expiry_round(&self, shard: usize, now: u64) -> (Vec<u64>, u32) {
+        let mut state = self.shards[shard].writer.lock();
+        let generation = self.shards[shard].table.load().generation;
         if state.expiring == 0 {
-            return Vec::new();
+            return (Vec::new(), generation);
         }
         let mut segments: Vec<u64> = state
-            .live_by_segment
-            .iter()
-            .filter(|(_, l)| l.expiring > 0)
-            .map(|(&seg, _)| seg)
+            .expiry_floors
+            .iter_mut()
+            .filter(|(_, f)| f.floor <= now)
+            .map(|(&seg, f)| {
+                f.since_round = u64::MAX;
+                seg
+            })
             .collect();
         segments.sort_unstable();
-        segments
+        (segments, generation)
+    }
+
+    /// Ends a round begun by [`Index::expiry_round`] that looked at the
+    /// record of every entry of shard `shard` into each of `segments`:
+    /// `least[i]` is the least expiry seen in `segments[i]` that had not
+    /// passed (`u64::MAX` for none). Each segment's floor becomes that, or
+    /// the least expiry counted into it since the round began if lower.
+    /// Nothing changes if the shard's table was replaced meanwhile
+    /// (`generation` differs): entries moved across slots may have been
+    /// passed by.
+    pub(crate) fn settle_expiry_floors(
+        &self,
+        shard: usize,
+        generation: u32,
+        segments: &[u64],
+        least: &[u64],
+    ) {
+        let mut state = self.shards[shard].writer.lock();
+        if self.shards[shard].table.load().generation != generation {
+            return;
+        }
+        for (seg, &least) in segments.iter().zip(least) {
+            if let Some(f) = state.expiry_floors.get_mut(seg) {
+                f.floor = least.min(f.since_round);
+            }
+        }
     }
 
     /// A copy of shard `shard`, taken under its writer lock.
@@ -565,6 +630,13 @@ impl Index {
                     state.record_bytes += l.record_bytes;
                     state.logical_bytes += l.logical_bytes;
                     state.expiring += l.expiring;
+                    if l.expiring > 0 {
+                        let unknown = ExpiryFloor {
+                            floor: 0,
+                            since_round: 0,
+                        };
+                        state.expiry_floors.insert(seg, unknown);
+                    }
                     state.live_by_segment.insert(seg, l);
                 }
                 let slots: Box<[AtomicU64]> = image
@@ -754,10 +826,27 @@ impl ShardWriter<'_> {
     }
 
     /// Counts a record of `record` bytes in segment `segment`, holding
-    /// `logical` bytes of key and value, as live; `expiring` when it
-    /// carries an expiry time.
-    pub(crate) fn add_live(&mut self, segment: u64, record: u64, logical: u64, expiring: bool) {
-        let expiring = u64::from(expiring);
+    /// `logical` bytes of key and value, as live; `expires_at` is its
+    /// expiry time (Unix ms), if it has one.
+    pub(crate) fn add_live(
+        &mut self,
+        segment: u64,
+        record: u64,
+        logical: u64,
+        expires_at: Option<u64>,
+    ) {
+        if let Some(at) = expires_at {
+            let first = ExpiryFloor {
+                floor: at,
+                since_round: at,
+            };
+            self.state
+                .expiry_floors
+                .entry(segment)
+                .and_modify(|f| f.lower(at))
+                .or_insert(first);
+        }
+        let expiring = u64::from(expires_at.is_some());
         self.state.record_bytes += record;
         self.state.logical_bytes += logical;
         self.state.expiring += expiring;
@@ -783,6 +872,9 @@ impl ShardWriter<'_> {
             live.record_bytes = live.record_bytes.saturating_sub(record);
             live.logical_bytes = live.logical_bytes.saturating_sub(logical);
             live.expiring = live.expiring.saturating_sub(expiring);
+            if live.expiring == 0 {
+                state.expiry_floors.remove(&segment);
+            }
             if live.keys == 0 {
                 state.live_by_segment.remove(&segment);
             }
@@ -962,7 +1054,7 @@ mod tests {
                 w.remove_live(old >> 20, 8, 8, false);
             }
             w.set(hash, slot, addr);
-            w.add_live(addr >> 20, 8, 8, false);
+            w.add_live(addr >> 20, 8, 8, None);
         }
 
         fn remove(&self, index: &Index, key: &[u8], hash: u64) -> bool {

@@ -651,7 +651,7 @@ fn apply(
             storage.segment_of(pos),
             record.header.total_len() as u64,
             (record.key.len() + record.value_len()) as u64,
-            record.expires_at.is_some(),
+            record.expires_at,
         );
     }
     Ok(())
