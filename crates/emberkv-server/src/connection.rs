@@ -219,11 +219,12 @@ impl Connection {
                             handle.addr,
                             self.inbuf.len()
                         );
-                        self.session.local.errors += 1;
-                        self.out.error(&format!(
+                        let line = format!(
                             "ERR Protocol error: query buffer of {} bytes exceeds the limit of {limit} bytes (client-query-buffer-limit)",
                             self.inbuf.len()
-                        ));
+                        );
+                        self.session.local.error(&line);
+                        self.out.error(&line);
                         self.inbuf.clear();
                         let _ = tokio::time::timeout(
                             std::time::Duration::from_secs(5),
@@ -282,8 +283,9 @@ impl Connection {
                     }
                 }
                 Err(e) => {
-                    self.session.local.errors += 1;
-                    self.out.error(&format!("ERR {e}"));
+                    let line = format!("ERR {e}");
+                    self.session.local.error(&line);
+                    self.out.error(&line);
                     warning!(
                         "Protocol error from client id={} addr={}: {e}",
                         self.session.handle.id,

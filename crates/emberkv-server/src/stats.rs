@@ -4,7 +4,10 @@
 //! commands, so a pipelined burst costs a few atomic adds, not one per
 //! command.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
 
 /// Counters shared by every connection.
 #[derive(Debug, Default)]
@@ -33,15 +36,20 @@ pub struct Stats {
     /// (`Stats::expired_keys_removed`) at the last CONFIG RESETSTAT:
     /// INFO's `expired_keys` counts from there.
     pub expired_base: AtomicU64,
+    /// Error replies per error code (the reply's first word, `ERR`,
+    /// `NOAUTH`, ...), for INFO errorstats.
+    pub error_codes: Mutex<BTreeMap<String, u64>>,
 }
 
 /// One connection's counts since its last flush into [`Stats`].
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 pub struct Local {
     /// Commands run.
     pub commands: u64,
-    /// Error replies.
+    /// Error replies ([`Local::error`]).
     pub errors: u64,
+    /// The same, per error code.
+    pub error_codes: Vec<(String, u64)>,
     /// Bytes read.
     pub net_in: u64,
     /// Bytes written.
@@ -52,6 +60,19 @@ pub struct Local {
     pub misses: u64,
     /// Write commands.
     pub changes: u64,
+}
+
+impl Local {
+    /// Counts an error reply: `line` is its text without the leading `-`,
+    /// its first word the error code.
+    pub fn error(&mut self, line: &str) {
+        self.errors += 1;
+        let code = line.split(' ').next().unwrap_or_default();
+        match self.error_codes.iter_mut().find(|(c, _)| c == code) {
+            Some((_, n)) => *n += 1,
+            None => self.error_codes.push((code.to_owned(), 1)),
+        }
+    }
 }
 
 impl Stats {
@@ -69,12 +90,19 @@ impl Stats {
         add(&self.hits, local.hits);
         add(&self.misses, local.misses);
         add(&self.changes, local.changes);
+        if !local.error_codes.is_empty() {
+            let mut codes = self.error_codes.lock();
+            for (code, n) in local.error_codes.drain(..) {
+                *codes.entry(code).or_default() += n;
+            }
+        }
         *local = Local::default();
     }
 
     /// CONFIG RESETSTAT: zeroes the counters (not `changes`, which SAVE
     /// resets).
     pub fn reset(&self) {
+        self.error_codes.lock().clear();
         for c in [
             &self.connections,
             &self.rejected,
@@ -112,7 +140,16 @@ mod tests {
         s.add(&mut l);
         assert_eq!(l.commands, 0);
         assert_eq!(Stats::get(&s.commands), 3);
+        l.error("ERR syntax error");
+        l.error("NOAUTH Authentication required.");
+        l.error("ERR value is not an integer or out of range");
+        s.add(&mut l);
+        assert!(l.error_codes.is_empty());
+        let codes: Vec<_> = s.error_codes.lock().clone().into_iter().collect();
+        assert_eq!(codes, [("ERR".into(), 2), ("NOAUTH".into(), 1)]);
+        assert_eq!(Stats::get(&s.errors), 3);
         s.reset();
+        assert!(s.error_codes.lock().is_empty());
         assert_eq!(Stats::get(&s.commands), 0);
         assert_eq!(Stats::get(&s.changes), 2);
     }

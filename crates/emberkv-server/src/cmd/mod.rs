@@ -40,8 +40,9 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn fail(&mut self, e: &CmdError) {
-        self.session.local.errors += 1;
-        self.out.error(&e.to_string());
+        let line = e.to_string();
+        self.session.local.error(&line);
+        self.out.error(&line);
     }
 
     /// A refusal before the command runs: the error, and a MULTI

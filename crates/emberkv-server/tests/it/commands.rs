@@ -858,6 +858,71 @@ fn config_and_info() {
     assert!(as_array(&r.q("CONFIG HELP")).len() > 3);
 }
 
+/// INFO prints Redis 7's default sections in Redis's order whatever the
+/// order asked, with the CPU time and the error replies per error code
+/// (which CONFIG RESETSTAT clears).
+#[test]
+fn info_sections_come_in_redis_order_with_cpu_and_errorstats() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let info = String::from_utf8(as_bytes(&r.q("INFO"))).unwrap();
+    let headers: Vec<&str> = info.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        headers,
+        [
+            "# Server",
+            "# Clients",
+            "# Memory",
+            "# Persistence",
+            "# Stats",
+            "# Replication",
+            "# CPU",
+            "# Modules",
+            "# Errorstats",
+            "# Cluster",
+            "# Keyspace"
+        ]
+    );
+    assert!(info.contains("\r\ncluster_enabled:0\r\n"), "{info}");
+    let two = String::from_utf8(as_bytes(&r.q("INFO keyspace SERVER keyspace"))).unwrap();
+    let headers: Vec<&str> = two.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(headers, ["# Server", "# Keyspace"]);
+
+    let cpu = String::from_utf8(as_bytes(&r.q("INFO cpu"))).unwrap();
+    for field in [
+        "used_cpu_sys",
+        "used_cpu_user",
+        "used_cpu_sys_children",
+        "used_cpu_user_children",
+    ] {
+        let value = cpu
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("{field} in {cpu}"));
+        let seconds: f64 = value.parse().unwrap();
+        assert!(seconds >= 0.0 && value.split('.').nth(1).unwrap().len() == 6);
+    }
+
+    assert_eq!(r.q("INFO errorstats"), bulk(b"# Errorstats\r\n"));
+    r.q("GET");
+    r.q("NOSUCHCOMMAND");
+    r.q("INCR");
+    assert_eq!(
+        r.q("HELLO 4"),
+        error("NOPROTO unsupported protocol version")
+    );
+    let errors = String::from_utf8(as_bytes(&r.q("INFO errorstats"))).unwrap();
+    assert_eq!(
+        errors,
+        "# Errorstats\r\nerrorstat_ERR:count=3\r\nerrorstat_NOPROTO:count=1\r\n"
+    );
+    let stats = String::from_utf8(as_bytes(&r.q("INFO stats"))).unwrap();
+    assert!(stats.contains("total_error_replies:4\r\n"), "{stats}");
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    let errors = String::from_utf8(as_bytes(&r.q("INFO errorstats"))).unwrap();
+    assert_eq!(errors, "# Errorstats\r\n");
+}
+
 #[test]
 fn redis_crate_over_tcp_and_unix_socket() -> TestResult {
     use redis::Commands;
