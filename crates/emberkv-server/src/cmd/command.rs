@@ -79,31 +79,95 @@ fn list(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
-/// The ACL categories Redis would give a command of these flags and group.
+/// Redis's ACL categories, in the order of their bits there (which
+/// COMMAND INFO follows).
+const CATEGORIES: &[&str] = &[
+    "@keyspace",
+    "@read",
+    "@write",
+    "@string",
+    "@bitmap",
+    "@admin",
+    "@fast",
+    "@slow",
+    "@dangerous",
+    "@connection",
+    "@transaction",
+];
+
+/// The ACL categories Redis 7.0 gives a command: those its flags imply
+/// (write, readonly, admin with dangerous, fast or else slow) and those its
+/// command table names, mostly by group.
 fn categories(spec: &Spec) -> Vec<&'static str> {
-    let mut cats = Vec::new();
+    let mut cats: Vec<&str> = Vec::new();
     if spec.flags & flag::WRITE != 0 {
         cats.push("@write");
     }
     if spec.flags & flag::READONLY != 0 {
         cats.push("@read");
     }
-    cats.push(match spec.group {
-        "string" => "@string",
-        "generic" => "@keyspace",
-        "connection" => "@connection",
-        "transactions" => "@transaction",
-        _ => "@admin",
-    });
     if spec.flags & flag::ADMIN != 0 {
-        cats.push("@dangerous");
+        cats.extend(["@admin", "@dangerous"]);
     }
     cats.push(if spec.flags & flag::FAST != 0 {
         "@fast"
     } else {
         "@slow"
     });
-    cats
+    let named: &[&str] = match spec.name {
+        // Containers: their subcommands carry the categories.
+        "client" | "config" => &[],
+        "command" => &["@connection"],
+        "dbsize" => &["@keyspace"],
+        "flushall" | "flushdb" | "keys" => &["@keyspace", "@dangerous"],
+        "info" => &["@dangerous"],
+        "lastsave" => &["@admin", "@dangerous"],
+        _ => match spec.group {
+            "string" => &["@string"],
+            "generic" => &["@keyspace"],
+            "bitmap" => &["@bitmap"],
+            "connection" => &["@connection"],
+            "transactions" => &["@transaction"],
+            _ => &[],
+        },
+    };
+    cats.extend(named);
+    CATEGORIES
+        .iter()
+        .copied()
+        .filter(|c| cats.contains(c))
+        .collect()
+}
+
+/// The hints Redis 7.0 gives clients about a command's reply and, in a
+/// cluster, where to send it (COMMAND INFO's "tips", in its order).
+fn tips(name: &str) -> &'static [&'static str] {
+    match name {
+        "command" => &["nondeterministic_output_order"],
+        "dbsize" => &["request_policy:all_shards", "response_policy:agg_sum"],
+        "del" | "exists" | "touch" | "unlink" => {
+            &["request_policy:multi_shard", "response_policy:agg_sum"]
+        }
+        "flushall" | "flushdb" | "ping" => {
+            &["request_policy:all_shards", "response_policy:all_succeeded"]
+        }
+        "info" => &[
+            "nondeterministic_output",
+            "request_policy:all_shards",
+            "response_policy:special",
+        ],
+        "keys" => &["request_policy:all_shards", "nondeterministic_output_order"],
+        "lastsave" | "pttl" | "time" | "ttl" => &["nondeterministic_output"],
+        "mget" => &["request_policy:multi_shard"],
+        "mset" => &[
+            "request_policy:multi_shard",
+            "response_policy:all_succeeded",
+        ],
+        "msetnx" => &["request_policy:multi_shard", "response_policy:agg_min"],
+        "randomkey" => &["request_policy:all_shards", "nondeterministic_output"],
+        "scan" => &["nondeterministic_output", "request_policy:special"],
+        _ => &[],
+    }
 }
 
 /// Redis 7's ten-element COMMAND INFO entry.
@@ -125,7 +189,11 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
     for c in cats {
         out.simple(c);
     }
-    out.set(0); // tips
+    let tips = tips(spec.name);
+    out.set(tips.len());
+    for t in tips {
+        out.bulk(t.as_bytes());
+    }
     out.array(0); // key specifications
     out.array(0); // subcommands
 }

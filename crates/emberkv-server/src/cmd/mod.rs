@@ -91,6 +91,13 @@ pub mod flag {
     /// Refused after MULTI ("Command not allowed inside a transaction"),
     /// which then fails the transaction: SAVE and SHUTDOWN, as Redis 7.
     pub const NO_MULTI: u16 = 1 << 11;
+    /// Kept out of Redis's slow log (reported only).
+    pub const SKIP_SLOWLOG: u16 = 1 << 12;
+    /// Refused by Redis while it loads a replica's data in the background
+    /// (reported only).
+    pub const NO_ASYNC_LOADING: u16 = 1 << 13;
+    /// Allowed by Redis while a script runs too long (reported only).
+    pub const ALLOW_BUSY: u16 = 1 << 14;
 
     /// The names of the flags set in `f`, in Redis's order.
     pub fn names(f: u16) -> Vec<&'static str> {
@@ -102,9 +109,12 @@ pub mod flag {
             (NOSCRIPT, "noscript"),
             (LOADING, "loading"),
             (STALE, "stale"),
+            (SKIP_SLOWLOG, "skip_slowlog"),
             (FAST, "fast"),
             (NO_AUTH, "no_auth"),
+            (NO_ASYNC_LOADING, "no_async_loading"),
             (NO_MULTI, "no_multi"),
+            (ALLOW_BUSY, "allow_busy"),
         ]
         .into_iter()
         .filter(|(bit, _)| f & bit != 0)
@@ -170,7 +180,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "append",
         3,
-        WRITE | DENYOOM,
+        WRITE | DENYOOM | FAST,
         ONE,
         "string",
         "2.0.0",
@@ -180,7 +190,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "auth",
         -2,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
         NONE,
         "connection",
         "1.0.0",
@@ -190,7 +200,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "bgrewriteaof",
         1,
-        ADMIN | NOSCRIPT,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
         NONE,
         "server",
         "1.0.0",
@@ -200,7 +210,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "bgsave",
         -1,
-        ADMIN | NOSCRIPT,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
         NONE,
         "server",
         "1.0.0",
@@ -260,7 +270,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "client",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
         NONE,
         "connection",
         "2.4.0",
@@ -280,7 +290,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "config",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
         NONE,
         "server",
         "2.0.0",
@@ -340,7 +350,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "discard",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE | ALLOW_BUSY,
         NONE,
         "transactions",
         "2.0.0",
@@ -350,7 +360,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "echo",
         2,
-        FAST,
+        LOADING | STALE | FAST,
         NONE,
         "connection",
         "1.0.0",
@@ -360,7 +370,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "exec",
         1,
-        NOSCRIPT | LOADING | STALE | NO_QUEUE,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | NO_QUEUE,
         NONE,
         "transactions",
         "1.2.0",
@@ -490,7 +500,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "hello",
         -1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
         NONE,
         "connection",
         "6.0.0",
@@ -600,7 +610,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "multi",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE | ALLOW_BUSY,
         NONE,
         "transactions",
         "1.2.0",
@@ -680,7 +690,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "quit",
         -1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NO_QUEUE,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NO_QUEUE | ALLOW_BUSY,
         NONE,
         "connection",
         "1.0.0",
@@ -720,7 +730,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "save",
         1,
-        ADMIN | NOSCRIPT | NO_MULTI,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
         NONE,
         "server",
         "1.0.0",
@@ -800,7 +810,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "shutdown",
         -1,
-        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
         NONE,
         "server",
         "1.0.0",
@@ -880,7 +890,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "unwatch",
         1,
-        NOSCRIPT | LOADING | STALE | FAST,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
         NONE,
         "transactions",
         "2.2.0",
@@ -890,7 +900,7 @@ pub static COMMANDS: &[Spec] = &[
     spec(
         "watch",
         -2,
-        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE,
+        NOSCRIPT | LOADING | STALE | FAST | NO_QUEUE | ALLOW_BUSY,
         ALL,
         "transactions",
         "2.2.0",

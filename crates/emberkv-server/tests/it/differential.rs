@@ -1053,6 +1053,42 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
     args
 }
 
+/// COMMAND INFO of every command emberkv-server has: name, arity, flags,
+/// key positions, ACL categories and tips as redis-server's, in its order
+/// (its key specifications and containers' subcommands are not reported).
+#[test]
+fn command_info_answers_as_redis_server_does() {
+    compare(|pair| {
+        let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
+        let Frame::Array(names) = names else {
+            panic!("COMMAND LIST: {names:?}")
+        };
+        assert!(names.len() > 70);
+        for name in names {
+            let Frame::Bulk(name) = name else {
+                panic!("a command name: {name:?}")
+            };
+            let args = [b"COMMAND".to_vec(), b"INFO".to_vec(), name.to_vec()];
+            let (redis, ember) = pair.send_uncompared(&args);
+            let first_eight = |f: Frame| match f {
+                Frame::Array(mut one) if one.len() == 1 => match one.remove(0) {
+                    Frame::Array(fields) if fields.len() == 10 => fields[..8].to_vec(),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            };
+            pair.compared += 1;
+            let (redis, ember) = (first_eight(redis), first_eight(ember));
+            if redis != ember {
+                pair.diffs.push(format!(
+                    "COMMAND INFO {}\n    redis-server:   {redis:?}\n    emberkv-server: {ember:?}",
+                    String::from_utf8_lossy(&name)
+                ));
+            }
+        }
+    });
+}
+
 #[test]
 fn random_string_commands_answer_as_redis_server_does() {
     compare(|pair| {
