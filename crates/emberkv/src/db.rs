@@ -554,7 +554,7 @@ impl Db {
         Self::open_with(path.as_ref(), options, KeyHasher::new)
     }
 
-    fn open_with(
+    pub(crate) fn open_with(
         dir: &Path,
         options: Options,
         hasher: impl FnOnce(u64) -> KeyHasher,

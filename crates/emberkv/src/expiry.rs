@@ -168,12 +168,18 @@ impl Sweep {
                 }
             }
         }
-        let removed = remove(core, &expired)?;
-        // Only now: a key found expired but not removed (an error above)
-        // must not be passed by at the next round.
-        for s in settled {
-            core.index
-                .settle_expiry_floors(s.shard, s.generation, &s.segments, &s.least);
+        // A key found expired but left (the removal failed, or found it
+        // live: written again, or the clock set back) is in no `least`:
+        // no round that found it may settle, this call's nor the one going
+        // on.
+        let removed = remove(core, &expired).inspect_err(|_| self.whole = false)?;
+        if removed < expired.len() as u64 {
+            self.whole = false;
+        } else {
+            for s in settled {
+                core.index
+                    .settle_expiry_floors(s.shard, s.generation, &s.segments, &s.least);
+            }
         }
         Ok(removed)
     }
@@ -448,6 +454,79 @@ mod tests {
         let (segments, generation) = index.expiry_round(0, later);
         index.settle_expiry_floors(0, generation, &segments, &nothing_expires(&segments));
         assert!(index.expiry_round(0, later).0.is_empty(), "floors raised");
+    }
+
+    /// A removal that fails at the end of a call that stopped inside a
+    /// shard leaves the expired key in place: that shard's round must not
+    /// settle its floors, which would pass the key by for good. Found by a
+    /// review: every key collides in shard 0, the expired key `k` sits
+    /// behind `victim`, whose damaged record the removal's probe meets.
+    #[test]
+    fn a_removal_that_fails_mid_shard_settles_nothing() {
+        use crate::index::KeyHasher;
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let options = Options::default()
+                .segment_bytes(1 << 20)
+                .compaction_garbage(None);
+            let db = Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 0)).unwrap();
+            db.stop_maintenance();
+            db
+        };
+        let big = vec![7u8; 300 << 10];
+        let db = open();
+        for key in [&b"victim"[..], b"f1", b"f2", b"f3"] {
+            db.insert(key, &big).unwrap();
+        }
+        db.insert_with_ttl(b"k", b"v", Duration::from_millis(1))
+            .unwrap();
+        let storage = db.core().log.storage();
+        assert_eq!(storage.segment_of(db.core().log.tail()), 1);
+        let path = storage.path(0);
+        db.close().unwrap();
+        // A byte of the victim's value: the first record of segment 0.
+        let seg0 = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        let at = 64 + 16 + 6 + 1000;
+        let mut byte = [0u8];
+        seg0.read_exact_at(&mut byte, at).unwrap();
+        seg0.write_all_at(&[byte[0] ^ 1], at).unwrap();
+
+        let db = open();
+        std::thread::sleep(Duration::from_millis(20));
+        let core = db.core();
+        assert_eq!(db.len(), 5);
+        let mut sweep = Sweep::default();
+        let mut calls = 0;
+        let err = loop {
+            match sweep.run(core, 1) {
+                Ok(_) => calls += 1,
+                Err(e) => break e,
+            }
+            assert!(calls < 100, "the removal of k never failed");
+        };
+        assert!(matches!(err, crate::Error::Corruption { .. }), "{err}");
+        assert_eq!(sweep.shard, 0, "the call stopped mid-shard");
+        // The damage goes away (a transient error: the disk had no room
+        // for the tombstone, a read failed once...).
+        seg0.write_all_at(&byte, at).unwrap();
+        while (sweep.shard, sweep.slot) != (0, 0) {
+            sweep.run(core, usize::MAX).unwrap();
+        }
+        for _ in 0..3 {
+            whole_round(&mut sweep, core);
+        }
+        let now = clock::now_ms();
+        println!(
+            "len {}, shard 0 segments looked at from now on: {:?}",
+            db.len(),
+            core.index.expiry_round(0, now).0
+        );
+        assert_eq!(db.len(), 4, "the expired key k is swept");
     }
 
     /// Counts loaded from a checkpoint carry no expiry times: the first

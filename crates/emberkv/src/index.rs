@@ -872,7 +872,10 @@ impl ShardWriter<'_> {
             live.record_bytes = live.record_bytes.saturating_sub(record);
             live.logical_bytes = live.logical_bytes.saturating_sub(logical);
             live.expiring = live.expiring.saturating_sub(expiring);
-            if live.expiring == 0 {
+            // Both counts reach zero together but in a checkpoint whose
+            // counts disagree (`ShardImage::check` bounds them only by
+            // `keys`).
+            if live.expiring == 0 || live.keys == 0 {
                 state.expiry_floors.remove(&segment);
             }
             if live.keys == 0 {
