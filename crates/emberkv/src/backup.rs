@@ -18,10 +18,14 @@
 //! two stores share those blocks until each retires its own name. A
 //! segment that cannot be linked (another file system, a file longer than
 //! its records) is copied. Retiring a segment only unlinks the store's
-//! own name, so compaction, held off while [`start`] runs, may go on while
-//! [`LastSegment::copy`] copies the newest segment from its open file.
-//! The meta file, which makes a directory a store, is copied last: a
-//! backup cut short does not open.
+//! own name, and an open file outlives its names, so compaction is held
+//! off only while [`start`] links the segments it can and opens the rest:
+//! [`LastSegment::copy`] copies those from their open files while
+//! compaction goes on (a backup to another file system no longer holds
+//! the store's files past its space bound while it copies; the segments
+//! compaction retires meanwhile keep their disk blocks until copied). The
+//! meta file, which makes a directory a store, is copied last: a backup
+//! cut short does not open.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -32,10 +36,64 @@ use crate::log::Log;
 use crate::manifest::{self, Retired};
 use crate::storage::{SEGMENT_HEADER_BYTES, sync_dir, write_mark_to};
 
-/// The part of a backup left once [`start`] returns: the newest segment
-/// it covers, up to the backup's address, from a file opened while
-/// compaction was held off.
+/// A sealed segment to copy once compaction is let go: its file, opened
+/// while compaction was held off.
+struct SealedCopy {
+    /// The segment's file; `None` once closed for want of descriptors
+    /// (then copied at once, by name, with compaction still held off).
+    from: Option<File>,
+    src: PathBuf,
+    to: PathBuf,
+    /// Bytes to copy: the segment's records.
+    len: u64,
+    /// The log address of the segment's first byte.
+    start: u64,
+}
+
+impl SealedCopy {
+    fn copy(self) -> Result<()> {
+        let from = match self.from {
+            Some(file) => file,
+            None => File::open(&self.src)?,
+        };
+        let mut to = File::create(&self.to)?;
+        copy_records(from, &mut to, self.len, self.start)?;
+        to.sync_all()?;
+        Ok(())
+    }
+}
+
+/// Opens `path` (with compaction held off); when the process is out of
+/// file descriptors, first closes the files of the `sealed` segments
+/// opened so far and copies them by name, which frees them.
+///
+/// # Errors
+/// [`Error::Io`], from the open or the copies.
+fn open_or_copy_opened(path: &Path, sealed: &mut Vec<SealedCopy>) -> Result<File> {
+    match File::open(path) {
+        Ok(file) => Ok(file),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            for copy in sealed.iter_mut() {
+                copy.from = None;
+            }
+            for copy in sealed.drain(..) {
+                copy.copy()?;
+            }
+            Ok(File::open(path)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The part of a backup left once [`start`] returns: the sealed segments
+/// it could not link and the newest segment it covers (up to the backup's
+/// address), from files opened while compaction was held off.
 pub(crate) struct LastSegment {
+    /// Sealed segments to copy.
+    sealed: Vec<SealedCopy>,
+    /// A descriptor held until the copies begin, so that the first of
+    /// them can create its file however many segments are open.
+    spare: File,
     seg: u64,
     /// The segment's bytes to copy (`upto` less the segment's start).
     len: u64,
@@ -54,11 +112,13 @@ pub(crate) struct LastSegment {
 
 /// Starts a backup of the store in `src` up to log address `upto` (a
 /// record boundary that is durable) into the new store directory `dest`:
-/// links or copies every segment below `upto`'s (see the module docs) and
-/// opens the file of `upto`'s segment (if it has one); [`LastSegment::copy`]
-/// copies it, then the manifest of `retired` segments, the dictionary and
-/// the meta file. Run with compaction held off (no segment may be retired
-/// meanwhile).
+/// links every segment below `upto`'s that it can (see the module docs)
+/// and opens the files of the others and of `upto`'s segment (if it has
+/// one); [`LastSegment::copy`] copies those, then the manifest of
+/// `retired` segments, the dictionary and the meta file. Run with
+/// compaction held off (no segment may be retired meanwhile). A segment
+/// whose file cannot be opened for want of file descriptors is copied at
+/// once.
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dest` is not empty or lies inside `src`
@@ -100,6 +160,7 @@ pub(crate) fn start(
     let segments = storage.list()?;
     // Once a link fails, the rest are copied: the file systems differ.
     let mut link = true;
+    let mut sealed = Vec::new();
     for &seg in segments
         .iter()
         .filter(|&&s| s < last && !retired.contains(s))
@@ -117,21 +178,30 @@ pub(crate) fn start(
                 Err(_) => link = false,
             }
         }
-        let mut to = File::create(to)?;
-        copy_records(File::open(from)?, &mut to, len, storage.segment_start(seg))?;
-        to.sync_all()?;
+        let file = open_or_copy_opened(&from, &mut sealed)?;
+        sealed.push(SealedCopy {
+            from: Some(file),
+            src: from,
+            to,
+            len,
+            start: storage.segment_start(seg),
+        });
     }
     let name = storage.file_name(last);
+    // No file when `upto` is the first byte of a segment not yet created (a
+    // record ended exactly at its segment's end).
+    let from = segments
+        .contains(&last)
+        .then(|| open_or_copy_opened(&src.join(&name), &mut sealed))
+        .transpose()?;
+    let spare = open_or_copy_opened(src, &mut sealed)?;
     Ok(LastSegment {
+        sealed,
+        spare,
         seg: last,
         len: upto - storage.segment_start(last),
         start: storage.segment_start(last),
-        // No file when `upto` is the first byte of a segment not yet
-        // created (a record ended exactly at its segment's end).
-        from: segments
-            .contains(&last)
-            .then(|| File::open(src.join(&name)))
-            .transpose()?,
+        from,
         to: dest.join(name),
         src: src.to_path_buf(),
         dest: dest.to_path_buf(),
@@ -144,16 +214,21 @@ pub(crate) fn start(
 }
 
 impl LastSegment {
-    /// Copies the segment's bytes up to the backup's address, marking the
-    /// copy durable up to its end, then the manifest, the dictionary (if
-    /// the store had one when the backup started) and the meta file, and
-    /// makes the backup's directory durable. Compaction may run meanwhile:
-    /// the file was opened before it could retire the segment.
+    /// Copies the sealed segments not linked, then the newest segment's
+    /// bytes up to the backup's address, marking the copy durable up to
+    /// its end, then the manifest, the dictionary (if the store had one
+    /// when the backup started) and the meta file, and makes the backup's
+    /// directory durable. Compaction may run meanwhile: the files were
+    /// opened before it could retire their segments.
     ///
     /// # Errors
-    /// [`Error::Io`]; [`Error::Corruption`] when the file is shorter than
+    /// [`Error::Io`]; [`Error::Corruption`] when a file is shorter than
     /// the bytes to copy.
     pub(crate) fn copy(self) -> Result<()> {
+        drop(self.spare);
+        for copy in self.sealed {
+            copy.copy()?;
+        }
         if let Some(from) = self.from {
             let mut to = File::create(&self.to)?;
             copy_records(from, &mut to, self.len, self.start)?;
@@ -228,6 +303,61 @@ mod tests {
         drop(last);
         assert!(!dest.join(crate::meta::META_FILE).exists());
         assert!(Db::open(&dest, options).is_err());
+    }
+
+    /// To another file system, the sealed segments are copied after
+    /// compaction is let go, from files opened before: compaction may
+    /// retire and delete them meanwhile, and the backup still holds every
+    /// record of its prefix.
+    #[test]
+    fn segments_retired_while_a_backup_copies_them_are_copied_whole() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let Ok(elsewhere) = tempfile::tempdir_in("/dev/shm") else {
+            eprintln!("skipped: no /dev/shm");
+            return;
+        };
+        let device = |p: &Path| fs::metadata(p).unwrap().dev();
+        if device(dir.path()) == device(elsewhere.path()) {
+            eprintln!("skipped: /dev/shm is on the store's file system");
+            return;
+        }
+        let (src, dest) = (dir.path().join("src"), elsewhere.path().join("dest"));
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        let db = Db::open(&src, options.clone()).unwrap();
+        for round in 0..3u8 {
+            for k in 0..1_000u32 {
+                db.insert(&k.to_le_bytes(), &[round; 1_000]).unwrap();
+            }
+        }
+        db.sync().unwrap();
+        let core = db.core();
+        let retired = core.retired.lock().clone();
+        let last = start(&src, &dest, &core.log, &retired, core.log.durable()).unwrap();
+        assert!(last.sealed.len() >= 2, "sealed segments left to copy");
+        let before = core.log.storage().list().unwrap();
+        for k in 0..1_000u32 {
+            db.insert(&k.to_le_bytes(), &[9; 1_000]).unwrap();
+        }
+        assert!(db.compact().unwrap().segments > 0);
+        let after = core.log.storage().list().unwrap();
+        assert!(
+            last.sealed
+                .iter()
+                .any(|c| !after.contains(&core.log.storage().segment_of(c.start))),
+            "a segment to copy was retired: {before:?} then {after:?}"
+        );
+        last.copy().unwrap();
+        let backup = Db::open(&dest, options).unwrap();
+        assert_eq!(backup.len(), 1_000);
+        for k in 0..1_000u32 {
+            let value = backup.get(&k.to_le_bytes()).unwrap();
+            assert_eq!(value.as_deref(), Some(&[2; 1_000][..]), "key {k}");
+        }
+        backup.close().unwrap();
+        assert!(crate::check(&dest).unwrap().is_sound());
     }
 
     /// The source's durable mark may have moved past the prefix by the

@@ -1151,9 +1151,13 @@ impl Db {
     /// costs a directory entry per segment plus a copy of the newest
     /// segment, compaction is held off only while the links are made, and
     /// the two stores share the linked segments' disk blocks until each
-    /// retires its own. Elsewhere every segment is copied, with compaction
-    /// held off meanwhile (writers go on, past the space bound if need
-    /// be).
+    /// retires its own. Elsewhere every segment is copied, from files
+    /// opened while compaction is held off (one file descriptor per
+    /// segment; when they run out, those opened so far are copied with
+    /// compaction held off, and writers go on past the space bound if need
+    /// be): a
+    /// segment compaction retires meanwhile keeps its disk blocks until
+    /// its copy is done.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] when `dest` is not empty or lies inside the
