@@ -28,20 +28,22 @@
 //! cut short does not open.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::manifest::{self, Retired};
-use crate::storage::{SEGMENT_HEADER_BYTES, sync_dir, write_mark_to};
+use crate::storage::{SEGMENT_HEADER_BYTES, SegmentFile, sync_dir, write_mark_to};
 
-/// A sealed segment to copy once compaction is let go: its file, opened
-/// while compaction was held off.
+/// A sealed segment to copy once compaction is let go: its file, taken
+/// while compaction was held off ([`crate::storage::Segments::file_for_backup`]).
 struct SealedCopy {
-    /// The segment's file; `None` once closed for want of descriptors
-    /// (then copied at once, by name, with compaction still held off).
-    from: Option<File>,
+    /// The segment's file; `None` once the backup's own was closed for
+    /// want of descriptors (then copied at once, by name, with compaction
+    /// still held off).
+    from: Option<SegmentFile>,
     src: PathBuf,
     to: PathBuf,
     /// Bytes to copy: the segment's records.
@@ -52,9 +54,13 @@ struct SealedCopy {
 
 impl SealedCopy {
     fn copy(self) -> Result<()> {
-        let from = match self.from {
-            Some(file) => file,
-            None => File::open(&self.src)?,
+        let by_name;
+        let from = match &self.from {
+            Some(file) => file.file(),
+            None => {
+                by_name = File::open(&self.src)?;
+                &by_name
+            }
         };
         let mut to = File::create(&self.to)?;
         copy_records(from, &mut to, self.len, self.start)?;
@@ -63,23 +69,26 @@ impl SealedCopy {
     }
 }
 
-/// Opens `path` (with compaction held off); when the process is out of
-/// file descriptors, first closes the files of the `sealed` segments
-/// opened so far and copies them by name, which frees them.
+/// Runs `open` (with compaction held off); when the process is out of
+/// file descriptors, first copies the `sealed` segments taken so far,
+/// closing the files the backup opened for them beforehand (their names
+/// still stand), and runs it again.
 ///
 /// # Errors
-/// [`Error::Io`], from the open or the copies.
-fn open_or_copy_opened(path: &Path, sealed: &mut Vec<SealedCopy>) -> Result<File> {
-    match File::open(path) {
-        Ok(file) => Ok(file),
+/// [`Error::Io`], from `open` or the copies.
+fn or_copy_taken<T>(sealed: &mut Vec<SealedCopy>, open: impl Fn() -> io::Result<T>) -> Result<T> {
+    match open() {
+        Ok(t) => Ok(t),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
             for copy in sealed.iter_mut() {
-                copy.from = None;
+                if matches!(copy.from, Some(SegmentFile::Own(_))) {
+                    copy.from = None;
+                }
             }
             for copy in sealed.drain(..) {
                 copy.copy()?;
             }
-            Ok(File::open(path)?)
+            Ok(open()?)
         }
         Err(e) => Err(e.into()),
     }
@@ -100,7 +109,7 @@ pub(crate) struct LastSegment {
     /// The log address of the segment's first byte.
     start: u64,
     /// The segment's file, if it has one.
-    from: Option<File>,
+    from: Option<SegmentFile>,
     to: PathBuf,
     src: PathBuf,
     dest: PathBuf,
@@ -169,16 +178,15 @@ pub(crate) fn start(
         // file exists, that still holds what was allocated (or written as
         // zeros) ahead of the records, which the successor's creation may
         // cut off while it is copied. Such a file is copied, not linked.
-        let len = storage.written_len(seg)?;
         let name = storage.file_name(seg);
         let (from, to) = (src.join(&name), dest.join(&name));
-        if link && storage.file_len(seg)? == len {
+        let (file, len, file_len) = or_copy_taken(&mut sealed, || storage.file_for_backup(seg))?;
+        if link && file_len == len {
             match fs::hard_link(&from, &to) {
                 Ok(()) => continue,
                 Err(_) => link = false,
             }
         }
-        let file = open_or_copy_opened(&from, &mut sealed)?;
         sealed.push(SealedCopy {
             from: Some(file),
             src: from,
@@ -192,9 +200,9 @@ pub(crate) fn start(
     // record ended exactly at its segment's end).
     let from = segments
         .contains(&last)
-        .then(|| open_or_copy_opened(&src.join(&name), &mut sealed))
+        .then(|| or_copy_taken(&mut sealed, || Ok(storage.file_for_backup(last)?.0)))
         .transpose()?;
-    let spare = open_or_copy_opened(src, &mut sealed)?;
+    let spare = or_copy_taken(&mut sealed, || File::open(src))?;
     Ok(LastSegment {
         sealed,
         spare,
@@ -231,7 +239,7 @@ impl LastSegment {
         }
         if let Some(from) = self.from {
             let mut to = File::create(&self.to)?;
-            copy_records(from, &mut to, self.len, self.start)?;
+            copy_records(from.file(), &mut to, self.len, self.start)?;
             if self.len >= SEGMENT_HEADER_BYTES {
                 // The header was copied with the mark of a later moment,
                 // which may lie past the bytes copied: the copy's bytes are
@@ -260,17 +268,30 @@ impl LastSegment {
 }
 
 /// Copies the first `len` bytes of `from`, the segment starting at log
-/// address `start`, to `to`.
+/// address `start`, to `to`, with positioned reads (the file may be the
+/// store's own, shared).
 ///
 /// # Errors
 /// [`Error::Io`]; [`Error::Corruption`] when `from` is shorter.
-fn copy_records(from: File, to: &mut File, len: u64, start: u64) -> Result<()> {
-    let copied = std::io::copy(&mut from.take(len), to)?;
-    if copied != len {
-        return Err(Error::corruption(
-            start + copied,
-            "segment shorter than its durable length during backup",
-        ));
+fn copy_records(from: &File, to: &mut File, len: u64, start: u64) -> Result<()> {
+    let mut buf = vec![0; len.min(1 << 20) as usize];
+    let mut copied = 0;
+    while copied < len {
+        let want = (len - copied).min(buf.len() as u64) as usize;
+        match from.read_at(&mut buf[..want], copied) {
+            Ok(0) => {
+                return Err(Error::corruption(
+                    start + copied,
+                    "segment shorter than its durable length during backup",
+                ));
+            }
+            Ok(n) => {
+                to.write_all(&buf[..n])?;
+                copied += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }

@@ -1152,10 +1152,11 @@ impl Db {
     /// segment, compaction is held off only while the links are made, and
     /// the two stores share the linked segments' disk blocks until each
     /// retires its own. Elsewhere every segment is copied, from files
-    /// opened while compaction is held off (one file descriptor per
-    /// segment; when they run out, those opened so far are copied with
-    /// compaction held off, and writers go on past the space bound if need
-    /// be): a
+    /// taken while compaction is held off (the store's own, or one opened
+    /// for a segment the store has not: at most one file descriptor per
+    /// segment in all; when they run out, those taken so far are copied
+    /// with compaction held off, and writers go on past the space bound if
+    /// need be): a
     /// segment compaction retires meanwhile keeps its disk blocks until
     /// its copy is done.
     ///

@@ -234,6 +234,24 @@ impl Segment {
     }
 }
 
+/// A segment's file as [`Segments::file_for_backup`] gives it.
+pub(crate) enum SegmentFile {
+    /// The store's own, shared.
+    Store(Arc<Segment>),
+    /// One the store does not hold.
+    Own(File),
+}
+
+impl SegmentFile {
+    /// The file (positioned reads only: the store's is shared).
+    pub(crate) fn file(&self) -> &File {
+        match self {
+            SegmentFile::Store(s) => &s.file,
+            SegmentFile::Own(f) => f,
+        }
+    }
+}
+
 /// The open segments, by segment number.
 type Table = BTreeMap<u64, Arc<Segment>>;
 
@@ -713,6 +731,31 @@ impl Segments {
     /// Length of segment `seg`'s file, in bytes.
     pub(crate) fn file_len(&self, seg: u64) -> Result<u64> {
         Ok(self.open(seg)?.file.metadata()?.len())
+    }
+
+    /// Segment `seg`'s file for a backup to copy with positioned reads,
+    /// with the length of its records and of the file: the store's own
+    /// open file (no new descriptor), or, for a segment the store has not
+    /// opened, a read-only file of the caller's that the store does not
+    /// keep (so a backup needs at most one descriptor per segment, store
+    /// and backup together, as the store would with every segment open).
+    /// A file outlives its names: compaction may retire the segment while
+    /// the backup reads it.
+    ///
+    /// # Errors
+    /// I/O errors of the open or `fstat` (`EMFILE` when out of
+    /// descriptors).
+    pub(crate) fn file_for_backup(&self, seg: u64) -> io::Result<(SegmentFile, u64, u64)> {
+        if let Some(s) = self.open.load().get(&seg) {
+            let written = s.written.load(Ordering::Acquire);
+            let len = s.file.metadata()?.len();
+            return Ok((SegmentFile::Store(Arc::clone(s)), written, len));
+        }
+        // As `Segment::new` would take it: the file's length is its
+        // records'.
+        let file = File::open(self.path(seg))?;
+        let len = file.metadata()?.len();
+        Ok((SegmentFile::Own(file), len, len))
     }
 
     /// Gives segment `seg`'s file a copy of its own when the file has other
