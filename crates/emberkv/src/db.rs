@@ -1162,7 +1162,10 @@ impl Db {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] when `dest` is not empty or lies inside the
-    /// store's directory (nothing is created then); [`Error::Io`].
+    /// store's directory (nothing is created then); [`Error::Io`];
+    /// [`Error::Corruption`] when a segment's file is shorter than its
+    /// records (changed behind the store's back). A backup that fails
+    /// leaves no meta file in `dest`, so it does not open as a store.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
         let last = {
             // Hold compaction off, so no segment is retired while it is
