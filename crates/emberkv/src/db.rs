@@ -1165,7 +1165,8 @@ impl Db {
     /// store's directory (nothing is created then); [`Error::Io`];
     /// [`Error::Corruption`] when a segment's file is shorter than its
     /// records (changed behind the store's back). A backup that fails
-    /// leaves no meta file in `dest`, so it does not open as a store.
+    /// before its segments are all copied does not open as a store: the
+    /// meta file, which makes `dest` one, is copied last.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
         let last = {
             // Hold compaction off, so no segment is retired while it is
