@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::flag::{ADMIN, LOADING, NOSCRIPT, STALE};
 use super::{Ctx, Sub, dispatch_sub, help};
 use crate::config::{self, PARAMS};
 use crate::error::{CmdError, CmdResult};
@@ -87,30 +88,35 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
-static CONFIG_SUBS: &[Sub] = &[
+pub(super) static CONFIG_SUBS: &[Sub] = &[
     Sub {
         name: "get",
         arity: -3,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: config_get,
     },
     Sub {
         name: "set",
         arity: -4,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: config_set,
     },
     Sub {
         name: "resetstat",
         arity: 2,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: config_resetstat,
     },
     Sub {
         name: "rewrite",
         arity: 2,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: config_rewrite,
     },
     Sub {
         name: "help",
         arity: 2,
+        flags: LOADING | STALE,
         run: config_help,
     },
 ];

@@ -3,60 +3,71 @@
 
 use std::sync::atomic::Ordering;
 
+use super::flag::{ADMIN, LOADING, NOSCRIPT, STALE};
 use super::{COMMANDS, Ctx, Sub, dispatch_sub, help};
 use crate::clients::{ClientHandle, Transport};
 use crate::error::{CmdError, CmdResult};
 use crate::parse::{Args, int, is, text};
 
-static SUBS: &[Sub] = &[
+pub(super) static SUBS: &[Sub] = &[
     Sub {
         name: "id",
         arity: 2,
+        flags: NOSCRIPT | LOADING | STALE,
         run: id,
     },
     Sub {
         name: "setname",
         arity: 3,
+        flags: NOSCRIPT | LOADING | STALE,
         run: setname,
     },
     Sub {
         name: "getname",
         arity: 2,
+        flags: NOSCRIPT | LOADING | STALE,
         run: getname,
     },
     Sub {
         name: "setinfo",
         arity: 4,
+        flags: NOSCRIPT | LOADING | STALE,
         run: setinfo,
     },
     Sub {
         name: "info",
         arity: 2,
+        flags: NOSCRIPT | LOADING | STALE,
         run: info,
     },
     Sub {
         name: "list",
         arity: -2,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: list,
     },
     Sub {
         name: "kill",
         arity: -3,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: kill,
     },
     Sub {
         name: "no-evict",
         arity: 3,
+        flags: ADMIN | NOSCRIPT | LOADING | STALE,
         run: on_off,
     },
     Sub {
         name: "no-touch",
         arity: 3,
+        flags: NOSCRIPT | LOADING | STALE,
         run: on_off,
     },
     Sub {
         name: "help",
         arity: 2,
+        flags: LOADING | STALE,
         run: client_help,
     },
 ];

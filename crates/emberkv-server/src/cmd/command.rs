@@ -1,34 +1,40 @@
 //! COMMAND: the command table as clients read it at connect (COUNT, DOCS,
 //! INFO, LIST).
 
-use super::{COMMANDS, Ctx, Spec, Sub, dispatch_sub, flag, help, lookup};
+use super::flag::{LOADING, STALE};
+use super::{COMMANDS, Ctx, Spec, Sub, dispatch_sub, flag, help, lookup, subcommands};
 use crate::error::CmdResult;
 use crate::parse::Args;
 
-static SUBS: &[Sub] = &[
+pub(super) static SUBS: &[Sub] = &[
     Sub {
         name: "count",
         arity: 2,
+        flags: LOADING | STALE,
         run: count,
     },
     Sub {
         name: "docs",
         arity: -2,
+        flags: LOADING | STALE,
         run: docs,
     },
     Sub {
         name: "info",
         arity: -2,
+        flags: LOADING | STALE,
         run: info,
     },
     Sub {
         name: "list",
         arity: -2,
+        flags: LOADING | STALE,
         run: list,
     },
     Sub {
         name: "help",
         arity: 2,
+        flags: LOADING | STALE,
         run: command_help,
     },
 ];
@@ -95,26 +101,37 @@ const CATEGORIES: &[&str] = &[
     "@transaction",
 ];
 
-/// The ACL categories Redis 7.0 gives a command: those its flags imply
-/// (write, readonly, admin with dangerous, fast or else slow) and those its
-/// command table names, mostly by group.
-fn categories(spec: &Spec) -> Vec<&'static str> {
-    let mut cats: Vec<&str> = Vec::new();
-    if spec.flags & flag::WRITE != 0 {
+/// The ACL categories Redis 7.0 gives a command or subcommand of these
+/// flags: those the flags imply (write, readonly, admin with dangerous,
+/// fast or else slow) and `named`, those its command table names, in
+/// Redis's order.
+fn categories(flags: u16, named: &[&'static str]) -> Vec<&'static str> {
+    let mut cats: Vec<&str> = named.to_vec();
+    if flags & flag::WRITE != 0 {
         cats.push("@write");
     }
-    if spec.flags & flag::READONLY != 0 {
+    if flags & flag::READONLY != 0 {
         cats.push("@read");
     }
-    if spec.flags & flag::ADMIN != 0 {
+    if flags & flag::ADMIN != 0 {
         cats.extend(["@admin", "@dangerous"]);
     }
-    cats.push(if spec.flags & flag::FAST != 0 {
+    cats.push(if flags & flag::FAST != 0 {
         "@fast"
     } else {
         "@slow"
     });
-    let named: &[&str] = match spec.name {
+    CATEGORIES
+        .iter()
+        .copied()
+        .filter(|c| cats.contains(c))
+        .collect()
+}
+
+/// The categories Redis's command table names for a command (its
+/// subcommands take the container's, see [`write_info`]).
+fn named_categories(spec: &Spec) -> &'static [&'static str] {
+    match spec.name {
         // Containers: their subcommands carry the categories.
         "client" | "config" => &[],
         "command" => &["@connection"],
@@ -130,20 +147,20 @@ fn categories(spec: &Spec) -> Vec<&'static str> {
             "transactions" => &["@transaction"],
             _ => &[],
         },
-    };
-    cats.extend(named);
-    CATEGORIES
-        .iter()
-        .copied()
-        .filter(|c| cats.contains(c))
-        .collect()
+    }
 }
 
 /// The hints Redis 7.0 gives clients about a command's reply and, in a
 /// cluster, where to send it (COMMAND INFO's "tips", in its order).
 fn tips(name: &str) -> &'static [&'static str] {
     match name {
-        "command" => &["nondeterministic_output_order"],
+        "command" | "command|docs" | "command|info" | "command|list" => {
+            &["nondeterministic_output_order"]
+        }
+        "client|info" | "client|list" => &["nondeterministic_output"],
+        "client|setinfo" | "config|set" => {
+            &["request_policy:all_nodes", "response_policy:all_succeeded"]
+        }
         "dbsize" => &["request_policy:all_shards", "response_policy:agg_sum"],
         "del" | "exists" | "touch" | "unlink" => {
             &["request_policy:multi_shard", "response_policy:agg_sum"]
@@ -170,32 +187,59 @@ fn tips(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// Redis 7's ten-element COMMAND INFO entry.
+/// Redis 7's ten-element COMMAND INFO entry of a command: with its
+/// subcommands' entries, but no key specifications.
 fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
+    let named = named_categories(spec);
+    write_entry(ctx, spec.name, spec.arity, spec.flags, spec.keys, named);
+    let subs = subcommands(spec.name);
+    ctx.out.array(subs.len());
+    // A subcommand has the categories its container's table names.
+    let named: &[&str] = if spec.name == "config" {
+        &[]
+    } else {
+        &["@connection"]
+    };
+    for sub in subs {
+        let name = format!("{}|{}", spec.name, sub.name);
+        write_entry(ctx, &name, sub.arity, sub.flags, (0, 0, 0), named);
+        ctx.out.array(0); // subcommands
+    }
+}
+
+/// The first nine elements of a COMMAND INFO entry: name, arity, flags,
+/// key positions, ACL categories, tips, key specifications (none).
+fn write_entry(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    arity: i32,
+    flags: u16,
+    keys: (i32, i32, i32),
+    named: &[&'static str],
+) {
     let out = &mut *ctx.out;
     out.array(10);
-    out.bulk(spec.name.as_bytes());
-    out.int(i64::from(spec.arity));
-    let flags = flag::names(spec.flags);
-    out.set(flags.len());
-    for f in flags {
+    out.bulk(name.as_bytes());
+    out.int(i64::from(arity));
+    let flags_named = flag::names(flags);
+    out.set(flags_named.len());
+    for f in flags_named {
         out.simple(f);
     }
-    out.int(i64::from(spec.keys.0));
-    out.int(i64::from(spec.keys.1));
-    out.int(i64::from(spec.keys.2));
-    let cats = categories(spec);
+    out.int(i64::from(keys.0));
+    out.int(i64::from(keys.1));
+    out.int(i64::from(keys.2));
+    let cats = categories(flags, named);
     out.set(cats.len());
     for c in cats {
         out.simple(c);
     }
-    let tips = tips(spec.name);
+    let tips = tips(name);
     out.set(tips.len());
     for t in tips {
         out.bulk(t.as_bytes());
     }
     out.array(0); // key specifications
-    out.array(0); // subcommands
 }
 
 fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {

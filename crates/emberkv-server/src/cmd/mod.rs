@@ -990,8 +990,21 @@ pub struct Sub {
     pub name: &'static str,
     /// Arity, counting the container and the subcommand.
     pub arity: i32,
+    /// [`flag`] bits, as COMMAND INFO reports them (the container's are
+    /// the ones dispatch goes by).
+    pub flags: u16,
     /// The implementation.
     pub run: Handler,
+}
+
+/// The subcommands of container command `name` (none for others).
+fn subcommands(name: &str) -> &'static [Sub] {
+    match name {
+        "client" => client::SUBS,
+        "command" => command::SUBS,
+        "config" => admin::CONFIG_SUBS,
+        _ => &[],
+    }
 }
 
 /// Runs the subcommand named by argument 1.

@@ -1054,38 +1054,79 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
 }
 
 /// COMMAND INFO of every command emberkv-server has: name, arity, flags,
-/// key positions, ACL categories and tips as redis-server's, in its order
-/// (its key specifications and containers' subcommands are not reported).
+/// key positions, ACL categories and tips as redis-server's, in its order,
+/// and the same of each subcommand of a container that redis-server 7.0
+/// has (CLIENT SETINFO and NO-TOUCH came with 7.2); key specifications are
+/// not reported.
 #[test]
 fn command_info_answers_as_redis_server_does() {
+    /// A COMMAND INFO entry's first eight fields, and its subcommands'
+    /// entries by name.
+    fn fields(entry: Frame) -> (Vec<Frame>, Vec<(Vec<u8>, Frame)>) {
+        let Frame::Array(fields) = entry else {
+            panic!("{entry:?}")
+        };
+        assert_eq!(fields.len(), 10, "{fields:?}");
+        let Frame::Array(subs) = fields[9].clone() else {
+            panic!("{fields:?}")
+        };
+        let subs = subs
+            .into_iter()
+            .map(|sub| match &sub {
+                Frame::Array(f) => match &f[0] {
+                    Frame::Bulk(name) => (name.to_vec(), sub.clone()),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (fields[..8].to_vec(), subs)
+    }
     compare(|pair| {
         let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
         let Frame::Array(names) = names else {
             panic!("COMMAND LIST: {names:?}")
         };
         assert!(names.len() > 70);
+        let mut subcommands = 0;
         for name in names {
             let Frame::Bulk(name) = name else {
                 panic!("a command name: {name:?}")
             };
             let args = [b"COMMAND".to_vec(), b"INFO".to_vec(), name.to_vec()];
             let (redis, ember) = pair.send_uncompared(&args);
-            let first_eight = |f: Frame| match f {
-                Frame::Array(mut one) if one.len() == 1 => match one.remove(0) {
-                    Frame::Array(fields) if fields.len() == 10 => fields[..8].to_vec(),
-                    other => panic!("{other:?}"),
-                },
+            let one = |f: Frame| match f {
+                Frame::Array(mut one) if one.len() == 1 => fields(one.remove(0)),
                 other => panic!("{other:?}"),
             };
+            let ((redis, redis_subs), (ember, ember_subs)) = (one(redis), one(ember));
+            let mut differ =
+                |what: String, redis: &dyn std::fmt::Debug, ember: &dyn std::fmt::Debug| {
+                    pair.diffs.push(format!(
+                        "{what}\n    redis-server:   {redis:?}\n    emberkv-server: {ember:?}"
+                    ));
+                };
+            let shown = String::from_utf8_lossy(&name).into_owned();
             pair.compared += 1;
-            let (redis, ember) = (first_eight(redis), first_eight(ember));
             if redis != ember {
-                pair.diffs.push(format!(
-                    "COMMAND INFO {}\n    redis-server:   {redis:?}\n    emberkv-server: {ember:?}",
-                    String::from_utf8_lossy(&name)
-                ));
+                differ(format!("COMMAND INFO {shown}"), &redis, &ember);
+            }
+            for (sub, entry) in ember_subs {
+                let newer = [&b"client|setinfo"[..], b"client|no-touch"];
+                match redis_subs.iter().find(|(n, _)| *n == sub) {
+                    Some((_, theirs)) => {
+                        subcommands += 1;
+                        if fields(theirs.clone()).0 != fields(entry.clone()).0 {
+                            let sub = String::from_utf8_lossy(&sub).into_owned();
+                            differ(format!("COMMAND INFO {shown}: {sub}"), theirs, &entry);
+                        }
+                    }
+                    None if newer.contains(&&sub[..]) => {}
+                    None => differ(format!("COMMAND INFO {shown}: extra"), &"", &entry),
+                }
             }
         }
+        assert!(subcommands >= 15, "{subcommands} subcommands compared");
     });
 }
 
