@@ -102,10 +102,11 @@ const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 /// one (`check`, `salvage`).
 ///
 /// # Errors
-/// [`Error::InvalidPath`] when `dir` holds no store (no meta file); as
-/// [`lock`].
+/// [`Error::InvalidPath`] when `dir` holds no store (neither a meta file
+/// nor a segment file); as [`lock`].
 pub(crate) fn lock_existing(dir: &Path) -> Result<File> {
-    if !dir.join(META_FILE).exists() {
+    let store = dir.join(META_FILE).exists() || (dir.is_dir() && holds_segments(dir)?);
+    if !store {
         return Err(Error::InvalidPath {
             path: dir.to_path_buf(),
             reason: "holds no emberkv store".into(),
@@ -146,9 +147,22 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
 
 /// Reads the store's meta file, or creates it with `segment_bits` and fresh
 /// random seeds when the store is new. Call with the lock held.
+///
+/// # Errors
+/// [`Error::Corruption`] when the file is damaged, or missing from a
+/// directory that holds segment files (nothing is created then);
+/// [`Error::IncompatibleFormat`]; [`Error::Io`].
 pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
     match fs::read(dir.join(META_FILE)) {
         Ok(bytes) => Meta::decode(&bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && holds_segments(dir)? => {
+            // A new meta file would name another store: its segments would
+            // all look foreign, to this open and to a later salvage.
+            Err(Error::corruption(
+                0,
+                format!("{META_FILE} is missing but the directory holds segment files"),
+            ))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut seeds = [0u8; 16];
             getrandom::fill(&mut seeds).map_err(|e| Error::Io(std::io::Error::other(e)))?;
@@ -163,6 +177,21 @@ pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether `dir` holds a segment file: a store that lost its meta file,
+/// or a backup cut short before it (the meta file is copied last).
+fn holds_segments(dir: &Path) -> Result<bool> {
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if name
+            .to_string_lossy()
+            .ends_with(crate::storage::SEGMENT_SUFFIX)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Marks a store of an older readable version as [`crate::FORMAT_VERSION`]

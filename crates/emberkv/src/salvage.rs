@@ -142,8 +142,8 @@ pub fn salvage(
         Err(e @ Error::Corruption { .. }) => {
             let meta = meta_from_segments(dir).ok_or(e)?;
             report.warnings.push(format!(
-                "the meta file is damaged: segment size 2^{} bytes and the store id \
-                 taken from a segment header",
+                "the meta file is damaged or missing: segment size 2^{} bytes and the \
+                 store id taken from a segment header",
                 meta.segment_bits
             ));
             meta

@@ -136,7 +136,7 @@ pub(crate) const SEGMENT_HEADER_BYTES: u64 = 64;
 /// bytes.
 const MARK_AT: usize = 40;
 const SEGMENT_MAGIC: &[u8; 8] = b"EMBERSEG";
-const SEGMENT_SUFFIX: &str = ".seg";
+pub(crate) const SEGMENT_SUFFIX: &str = ".seg";
 
 /// What a segment's header records besides its identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

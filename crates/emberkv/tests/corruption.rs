@@ -1824,6 +1824,23 @@ fn damaged_meta_file_is_an_error() {
     fs::remove_file(&meta_path).unwrap();
     expect_meta_error(&work, "meta deleted");
     expect_meta_error(&work, "meta deleted, second open");
+    // Found by an attack on the CLI: the first open wrote a new meta file
+    // (another store id) before it failed, after which salvage took every
+    // segment for another store's and got nothing out.
+    assert!(!meta_path.exists(), "a failed open created a meta file");
+    assert!(emberkv::check(&work).is_err());
+    assert!(!meta_path.exists(), "check created a meta file");
+    let (state, report) = salvaged(&work);
+    assert_eq!(state, model.state, "salvage without the meta file");
+    assert!(!meta_path.exists(), "salvage created a meta file");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("damaged or missing")),
+        "{:?}",
+        report.warnings
+    );
 
     // The pristine meta restores the store.
     fs::write(&meta_path, &meta).unwrap();
