@@ -6,7 +6,7 @@
 mod hex;
 mod jsonl;
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -322,6 +322,20 @@ fn require_store(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// As [`require_store`], but a directory of segment files without a meta
+/// file passes too: salvage reads the segment headers instead.
+fn require_store_or_segments(dir: &Path) -> Result<()> {
+    let segments = fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+    });
+    if segments {
+        return Ok(());
+    }
+    require_store(dir)
+}
+
 /// An engine error from opening or checking the store in `dir`, saying
 /// which store when the engine's message does not.
 fn store_error(e: emberkv::Error, verb: &str, dir: &Path) -> anyhow::Error {
@@ -393,7 +407,7 @@ fn check(dir: &Path) -> Result<ExitCode> {
 /// returns how many damaged records `skip_damaged` skipped.
 fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
     let db = open(dir)?;
-    let (name, mut out) = output(file)?;
+    let (name, mut out) = output(dir, file)?;
     let (mut count, mut skipped) = (0u64, 0u64);
     for item in db.iter() {
         let (key, value) = match item {
@@ -430,8 +444,13 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
 }
 
 /// Where `export` and `salvage` write: `file` (created or truncated), or
-/// stdout; and its name for messages.
-fn output(file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
+/// stdout; and its name for messages. A file inside the store `dir` is
+/// refused: it would overwrite the store's own files (an attack on the
+/// CLI truncated a segment file so, losing every key).
+fn output(dir: &Path, file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
+    if let Some(path) = file {
+        outside_store(dir, path)?;
+    }
     let (name, sink): (String, Box<dyn Write>) = match file {
         Some(path) => (
             path.display().to_string(),
@@ -444,11 +463,42 @@ fn output(file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
     Ok((name, BufWriter::new(sink)))
 }
 
+/// Fails when `path` (which need not exist) lies inside the store `dir`,
+/// through `..` and symbolic links.
+fn outside_store(dir: &Path, path: &Path) -> Result<()> {
+    let Ok(store) = dir.canonicalize() else {
+        return Ok(());
+    };
+    let target = path.canonicalize().or_else(|_| {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        parent
+            .canonicalize()
+            .map(|p| p.join(path.file_name().unwrap_or_default()))
+    });
+    if target.is_ok_and(|t| t.starts_with(&store)) {
+        bail!(
+            "{} lies inside the store {}: writing it would overwrite the store's files",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// `salvage`: every key the segment files still hold, as export lines, to
-/// `file` or stdout; returns whether nothing was damaged.
+/// `file` or stdout; returns whether nothing was damaged. The file is
+/// created once salvage has the store (a locked store leaves it as it
+/// was).
 fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
-    require_store(dir)?;
-    let (name, mut out) = output(file)?;
+    require_store_or_segments(dir)?;
+    if let Some(path) = file {
+        outside_store(dir, path)?;
+    }
+    let mut out = None;
+    let open_output = || output(dir, file);
     let report = emberkv::salvage(dir, |key, value, expires_at_ms| {
         let record = Record {
             key: key.to_vec(),
@@ -456,10 +506,18 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
             expires_at_ms,
         };
         let line = record.to_line().map_err(io::Error::other)?;
+        if out.is_none() {
+            out = Some(open_output().map_err(|e| io::Error::other(format!("{e:#}")))?);
+        }
+        let (_, out) = out.as_mut().expect("opened above");
         writeln!(out, "{line}")?;
         Ok(())
     })
     .map_err(|e| store_error(e, "salvage", dir))?;
+    let (name, mut out) = match out {
+        Some(out) => out,
+        None => output(dir, file)?,
+    };
     out.flush()
         .with_context(|| format!("cannot write to {name}"))?;
     for damage in &report.damaged {

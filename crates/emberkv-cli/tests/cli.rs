@@ -611,3 +611,103 @@ fn compact_reclaims_overwritten_records() -> TestResult {
     assert_eq!(db.get(&1999u32.to_le_bytes())?, Some(vec![3; 500]));
     Ok(())
 }
+
+/// `export` and `salvage` refuse an output file inside the store, by any
+/// path: an attack on the CLI found `export STORE/000000000000.seg`
+/// truncating the segment it was reading (every key lost), and `export
+/// STORE/emberkv.meta` succeeding while making the store unopenable.
+#[test]
+fn export_and_salvage_refuse_an_output_inside_the_store() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    build_segmented_store(&store)?;
+    let clean = run(&store, ["export"])?;
+    assert_code(&clean, 0);
+    let files = |store: &Path| -> std::io::Result<Vec<(String, Vec<u8>)>> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(store)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            files.push((name, std::fs::read(entry.path())?));
+        }
+        files.sort();
+        Ok(files)
+    };
+    let before = files(&store)?;
+    let inside = [
+        store.join("000000000000.seg"),
+        store.join("emberkv.meta"),
+        store.join("new.jsonl"),
+        store.join("../store/000000000001.seg"),
+    ];
+    for path in &inside {
+        for command in ["export", "salvage"] {
+            let out = run(&store, [OsStr::new(command), path.as_os_str()])?;
+            assert_error(&out, "lies inside the store");
+            assert_eq!(files(&store)?, before, "{command} {}", path.display());
+        }
+    }
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(store.join("000000000000.seg"), &link)?;
+    assert_error(
+        &run(&store, [OsStr::new("export"), link.as_os_str()])?,
+        "lies inside the store",
+    );
+    assert_eq!(files(&store)?, before);
+    assert_eq!(
+        line_set(&run(&store, ["export"])?.stdout),
+        line_set(&clean.stdout)
+    );
+    Ok(())
+}
+
+/// `salvage FILE` of a store another handle holds leaves FILE as it was
+/// (it was emptied before salvage found the store locked).
+#[test]
+fn salvage_of_a_locked_store_leaves_its_output_file_alone() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    let db = Db::open(&store, Options::default())?;
+    db.insert(b"k", b"v")?;
+    let file = dir.path().join("earlier.jsonl");
+    std::fs::write(&file, b"an earlier salvage\n")?;
+    let out = run(&store, [OsStr::new("salvage"), file.as_os_str()])?;
+    assert_error(&out, "is locked by another process");
+    assert_eq!(std::fs::read(&file)?, b"an earlier salvage\n");
+    db.close()?;
+    Ok(())
+}
+
+/// A store whose meta file is gone: a write refuses it without making a
+/// new one (which would name another store and hide every segment from
+/// salvage, as an attack on the CLI found), and salvage gets every key
+/// out from the segment headers.
+#[test]
+fn a_store_without_its_meta_file_is_salvaged_whole() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    build_segmented_store(&store)?;
+    let clean = run(&store, ["export"])?;
+    assert_code(&clean, 0);
+    std::fs::remove_file(store.join("emberkv.meta"))?;
+    assert_error(
+        &run(&store, ["insert", "k", "v"])?,
+        "emberkv.meta is missing",
+    );
+    assert!(
+        !store.join("emberkv.meta").exists(),
+        "insert made a meta file"
+    );
+    let out = run(&store, ["salvage"])?;
+    assert!(
+        stderr(&out).contains("damaged or missing"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(line_set(&out.stdout), line_set(&clean.stdout));
+    assert!(
+        !store.join("emberkv.meta").exists(),
+        "salvage made a meta file"
+    );
+    Ok(())
+}
