@@ -7,7 +7,7 @@ mod hex;
 mod jsonl;
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -158,9 +158,11 @@ enum Command {
     /// records are inserted in input order, with their expiry (a later line
     /// for the same key wins; an expiry already past leaves the key absent);
     /// keys not in the input are left as they are. Blank lines are skipped.
-    /// Should the store fail partway through the writes (say, a full disk),
-    /// the records before the failing one stay imported and the error says
-    /// how many.
+    /// The store is synced every 64 MiB of records and at the end; should
+    /// it fail partway (say, a full disk, met when written data is
+    /// flushed), the error names the line and how many records are
+    /// imported for good (later ones may be missing). A line longer than
+    /// a record of the largest key and value can take is an error.
     Import {
         /// The file to read; stdin when absent.
         file: Option<PathBuf>,
@@ -601,7 +603,25 @@ fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
     let records = read_records(source, &name)?;
     let db = open_or_create(dir)?;
     let mut expired = 0u64;
+    // Records known durable, and the bytes inserted since: the store is
+    // synced every `SYNC_EVERY_BYTES`, so that a failure (a full disk, which
+    // a write into the hot tier only meets when it is flushed) can say how
+    // many records are imported for good.
+    let (mut durable, mut unsynced) = (0usize, 0usize);
+    let sync = |db: &Db, durable: usize, line: usize| {
+        db.sync().with_context(|| {
+            format!(
+                "{name} line {line}: the records could not be made durable; the first {durable} \
+                 were imported, later ones may be missing"
+            )
+        })
+    };
     for (done, (line, record)) in records.iter().enumerate() {
+        if unsynced >= SYNC_EVERY_BYTES {
+            sync(&db, durable, *line)?;
+            (durable, unsynced) = (done, 0);
+        }
+        unsynced += record.key.len() + record.value.len();
         let written = match record.expires_at_ms {
             None => db.insert(&record.key, &record.value),
             Some(ms) => {
@@ -613,8 +633,14 @@ fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
             }
         };
         written.with_context(|| {
-            format!("{name} line {line}: insert failed; the {done} records before it were imported")
+            format!(
+                "{name} line {line}: insert failed; the first {durable} records were imported, \
+                 later ones may be missing"
+            )
         })?;
+    }
+    if let Some((line, _)) = records.last() {
+        sync(&db, durable, *line)?;
     }
     db.close()?;
     eprintln!(
@@ -624,17 +650,41 @@ fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// Bytes `import` inserts between two syncs of the store (64 MiB).
+const SYNC_EVERY_BYTES: usize = 64 << 20;
+
+/// The longest line `import` reads: a record of the largest key and value,
+/// every byte escaped as `\u00XX` (6 bytes), and room for the rest.
+const MAX_LINE_BYTES: u64 = 6 * (MAX_KEY_BYTES + MAX_VALUE_BYTES) as u64 + 4_096;
+
 /// Reads and checks every non-blank line of `source`, paired with its
-/// 1-based line number.
-fn read_records(source: impl BufRead, name: &str) -> Result<Vec<(usize, Record)>> {
+/// 1-based line number. A line longer than [`MAX_LINE_BYTES`] is an error,
+/// not a read into memory without end (`import /dev/zero`).
+fn read_records(mut source: impl BufRead, name: &str) -> Result<Vec<(usize, Record)>> {
     let mut records = Vec::new();
-    for (i, line) in source.lines().enumerate() {
-        let n = i + 1;
-        let line = line.with_context(|| format!("{name} line {n}"))?;
+    let mut bytes = Vec::new();
+    for n in 1.. {
+        bytes.clear();
+        let read = Read::take(&mut source, MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut bytes)
+            .with_context(|| format!("{name} line {n}"))?;
+        if read == 0 {
+            break;
+        }
+        if bytes.len() as u64 > MAX_LINE_BYTES {
+            bail!(
+                "{name} line {n}: longer than {MAX_LINE_BYTES} bytes, more than a record of the \
+                 largest key and value takes"
+            );
+        }
+        let line = std::str::from_utf8(&bytes)
+            .with_context(|| format!("{name} line {n}: stream did not contain valid UTF-8"))?;
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim().is_empty() {
             continue;
         }
-        let record = Record::parse(&line).with_context(|| format!("{name} line {n}"))?;
+        let record = Record::parse(line).with_context(|| format!("{name} line {n}"))?;
         if record.key.len() > MAX_KEY_BYTES {
             bail!(
                 "{name} line {n}: key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",

@@ -711,3 +711,17 @@ fn a_store_without_its_meta_file_is_salvaged_whole() -> TestResult {
     );
     Ok(())
 }
+
+/// `import` of an endless line stops at the longest line a record can
+/// take with one clear error, and creates no store (an attack on the CLI
+/// found `import /dev/zero` reading until allocation failed, then
+/// aborting with a backtrace).
+#[test]
+fn import_of_an_endless_line_is_an_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    let out = run(&store, ["import", "/dev/zero"])?;
+    assert_error(&out, "/dev/zero line 1: longer than 403050496 bytes");
+    assert!(!store.exists(), "a store was created");
+    Ok(())
+}
