@@ -197,6 +197,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Get { key, hex } => {
             let bytes = arg_bytes(&key, hex, "KEY")?;
+            // As insert and remove say: no such key can exist.
+            if bytes.len() > MAX_KEY_BYTES {
+                bail!(
+                    "key of {} bytes exceeds the limit of {MAX_KEY_BYTES} bytes",
+                    bytes.len()
+                );
+            }
             let db = open(store)?;
             let value = db.get(&bytes)?;
             db.close()?;

@@ -725,3 +725,22 @@ fn import_of_an_endless_line_is_an_error() -> TestResult {
     assert!(!store.exists(), "a store was created");
     Ok(())
 }
+
+/// `get` of a key longer than the limit is the same error as `insert` and
+/// `remove` give, not "key not found" (found by an attack on the CLI).
+#[test]
+fn get_of_an_oversize_key_is_an_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    assert_code(&run(&store, ["insert", "k", "v"])?, 0);
+    let key = "k".repeat(65_537);
+    for args in [
+        vec!["get", &key],
+        vec!["remove", &key],
+        vec!["insert", &key, "v"],
+    ] {
+        let out = run(&store, &args)?;
+        assert_error(&out, "key of 65537 bytes exceeds the limit of 65536 bytes");
+    }
+    Ok(())
+}
