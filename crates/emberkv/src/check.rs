@@ -87,7 +87,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let _lock = meta::lock_existing(dir)?;
     let meta = meta::load_or_create(dir, 30)?;
     let hasher = KeyHasher::new(meta.hash_seed);
-    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+    let storage = Segments::read_only(dir, meta.segment_bits, meta.store_id);
     let index = Index::with_capacity(0);
     index.track_homes(true);
     let mut report = CheckReport::default();

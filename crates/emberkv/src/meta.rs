@@ -112,7 +112,17 @@ pub(crate) fn lock_existing(dir: &Path) -> Result<File> {
             reason: "holds no emberkv store".into(),
         });
     }
-    lock(dir)
+    match lock(dir) {
+        // A read-only file system (a failing disk the kernel remounted so,
+        // say), where check and salvage are wanted most: the lock file, or
+        // the directory, opened for reading takes the lock as well, and no
+        // store can write there meanwhile.
+        Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EROFS) => {
+            let file = File::open(dir.join(LOCK_FILE)).or_else(|_| File::open(dir))?;
+            try_lock(dir, file)
+        }
+        locked => locked,
+    }
 }
 
 pub(crate) fn lock(dir: &Path) -> Result<File> {
@@ -128,6 +138,12 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))?;
+    try_lock(dir, file)
+}
+
+/// Takes `file`'s exclusive lock for the store in `dir`, within
+/// [`LOCK_PATIENCE`].
+fn try_lock(dir: &Path, file: File) -> Result<File> {
     let give_up = Instant::now() + LOCK_PATIENCE;
     loop {
         match file.try_lock() {

@@ -150,7 +150,7 @@ pub fn salvage(
         }
         meta => meta?,
     };
-    let storage = Segments::new(dir, meta.segment_bits, meta.store_id);
+    let storage = Segments::read_only(dir, meta.segment_bits, meta.store_id);
     let retired = manifest::load(dir).unwrap_or_else(|e| {
         report.warnings.push(format!(
             "RETIRED is unreadable ({e}): every segment file is read, those compaction \

@@ -264,6 +264,8 @@ pub(crate) struct Segments {
     /// a segment is opened, created or retired.
     open: ArcSwap<Table>,
     opening: Mutex<()>,
+    /// Whether files are opened for reading only ([`Segments::read_only`]).
+    read_only: bool,
     /// Whether segments are mapped for [`Segments::with_mapped`].
     map_reads: bool,
     /// Bytes by which writes allocate files ahead of them (0: none).
@@ -290,6 +292,7 @@ impl Segments {
             store_id,
             open: ArcSwap::from_pointee(Table::new()),
             opening: Mutex::new(()),
+            read_only: false,
             map_reads: false,
             allocate_ahead: 0,
             zeros_ahead: 0,
@@ -297,6 +300,16 @@ impl Segments {
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
             #[cfg(test)]
             full_from: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The segments of a store that is only read (`check`, `salvage`): files
+    /// are opened for reading alone, so that a read-only file system does
+    /// not stop them, and a write would fail.
+    pub(crate) fn read_only(dir: &Path, segment_bits: u32, store_id: u64) -> Segments {
+        Segments {
+            read_only: true,
+            ..Segments::new(dir, segment_bits, store_id)
         }
     }
 
@@ -392,7 +405,7 @@ impl Segments {
         }
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(!self.read_only)
             .open(self.path(seg))?;
         self.publish(seg, file)
     }
