@@ -169,6 +169,15 @@ enum Command {
     },
 }
 
+/// Writes a line to stderr as `eprintln!` does, but goes on when stderr is
+/// closed or gone (`eprintln!` panics then, and the exit code would be
+/// 101 instead of the command's: found by an attack on the CLI).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(io::stderr(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -177,7 +186,7 @@ fn main() -> ExitCode {
         // what it read was right, and there is nothing left to say.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            say!("error: {err:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -208,7 +217,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let value = db.get(&bytes)?;
             db.close()?;
             let Some(value) = value else {
-                eprintln!("key not found: {key}");
+                say!("key not found: {key}");
                 return Ok(ExitCode::from(EXIT_NEGATIVE));
             };
             let mut out = io::stdout().lock();
@@ -242,7 +251,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let removed = db.remove(&bytes)?;
             db.close()?;
             if !removed {
-                eprintln!("key not found: {key}");
+                say!("key not found: {key}");
                 return Ok(ExitCode::from(EXIT_NEGATIVE));
             }
         }
@@ -262,7 +271,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 disk_bytes
             )?;
             for seg in &report.damaged {
-                eprintln!(
+                say!(
                     "segment {seg} left in place: one of its records fails its checks (run check)"
                 );
             }
@@ -272,7 +281,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             db.backup(&dest)
                 .with_context(|| format!("backup to {} failed", dest.display()))?;
             db.close()?;
-            eprintln!("backed up {} to {}", store.display(), dest.display());
+            say!("backed up {} to {}", store.display(), dest.display());
         }
         Command::Export { file, skip_damaged } => {
             if export(store, file.as_deref(), skip_damaged)? > 0 {
@@ -311,7 +320,7 @@ fn open_or_create(dir: &Path) -> Result<Db> {
     let db = Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))?;
     let torn = db.stats().map_or(0, |s| s.torn_bytes_cut);
     if torn > 0 {
-        eprintln!(
+        say!(
             "warning: opening {} cut {torn} bytes of a torn write off its newest segment \
              (records the last crash left unfinished, or damage past the durable mark)",
             dir.display()
@@ -421,7 +430,7 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
     for item in db.iter() {
         let (key, value) = match item {
             Err(e @ emberkv::Error::Corruption { .. }) if skip_damaged => {
-                eprintln!("skipped a damaged record: {e}");
+                say!("skipped a damaged record: {e}");
                 skipped += 1;
                 continue;
             }
@@ -445,9 +454,9 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
         .with_context(|| format!("cannot write to {name}"))?;
     db.close()?;
     if skipped > 0 {
-        eprintln!("exported {count} records to {name}; skipped {skipped} damaged records");
+        say!("exported {count} records to {name}; skipped {skipped} damaged records");
     } else {
-        eprintln!("exported {count} records to {name}");
+        say!("exported {count} records to {name}");
     }
     Ok(skipped)
 }
@@ -539,28 +548,28 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
                 keys.join(", ")
             )
         };
-        eprintln!(
+        say!(
             "damaged: {} at offset {}, skipped{key}",
             count(damage.len, "byte"),
             damage.addr
         );
     }
     for (addr, len) in &report.missing {
-        eprintln!(
+        say!(
             "missing: {} at offset {addr} (a file missing or cut short)",
             count(*len, "byte")
         );
     }
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        say!("warning: {warning}");
     }
     for key in &report.left_out {
-        eprintln!(
+        say!(
             "left out: key {} (its record may belong to a write batch the damage cut)",
             show_key(key)
         );
     }
-    eprintln!(
+    say!(
         "salvaged {} to {name} from {} in {}; {}, {}, {} left out",
         count(report.keys, "key"),
         count(report.records, "record"),
@@ -570,7 +579,7 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
         count(report.left_out.len() as u64, "record"),
     );
     if !report.is_whole() {
-        eprintln!(
+        say!(
             "the keys named above are missing from the output, or come back with an older \
              value where one remained: review them"
         );
@@ -650,7 +659,7 @@ fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
         sync(&db, durable, *line)?;
     }
     db.close()?;
-    eprintln!(
+    say!(
         "imported {} records from {name} ({expired} already expired)",
         records.len()
     );

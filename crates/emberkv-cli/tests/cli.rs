@@ -744,3 +744,30 @@ fn get_of_an_oversize_key_is_an_error() -> TestResult {
     }
     Ok(())
 }
+
+/// With stderr a pipe nobody reads, a command exits with its own code,
+/// not 101 from a panic in `eprintln!` (found by an attack on the CLI:
+/// `emberkv DIR get nokey 2>&1 | head -c0`).
+#[test]
+fn an_unread_stderr_keeps_the_exit_code() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = dir.path().join("store");
+    assert_code(&run(&store, ["insert", "k", "v"])?, 0);
+    for (args, code) in [
+        (&["get", "nokey"][..], 1),
+        (&["export"], 0),
+        (&["get", "k", "x"], 2),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_emberkv"))
+            .arg(&store)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        // The read end closed before the child writes (it has to start
+        // and open the store first): its writes meet EPIPE.
+        drop(child.stderr.take());
+        assert_eq!(child.wait()?.code(), Some(code), "{args:?}");
+    }
+    Ok(())
+}
