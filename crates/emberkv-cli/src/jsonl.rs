@@ -75,9 +75,10 @@ impl Record {
     /// A message saying what is wrong: invalid JSON (with its column), not
     /// an object, a missing, unknown or mistyped field, or bad base64.
     pub fn parse(line: &str) -> Result<Record> {
-        let mut object = match serde_json::from_str(line) {
-            Ok(Value::Object(object)) => object,
-            Ok(_) => bail!("expected a JSON object"),
+        let mut object = match serde_json::from_str::<Fields>(line) {
+            Ok(Fields(object)) => object,
+            Err(e) if e.is_data() && message(&e).ends_with(TWICE) => bail!("{}", message(&e)),
+            Err(e) if e.is_data() => bail!("expected a JSON object"),
             Err(e) => bail!("invalid JSON at column {}: {}", e.column(), message(&e)),
         };
         let key = bytes_field(&mut object, "key")?;
@@ -96,6 +97,39 @@ impl Record {
             value,
             expires_at_ms,
         })
+    }
+}
+
+/// The end of [`Fields`]' error for a repeated field.
+const TWICE: &str = "appears twice";
+
+/// A JSON object whose fields are all distinct: a repeated one (`{"key":
+/// "a", "key": "c"}`) is an error, where a plain map would keep the last.
+struct Fields(Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Fields, A::Error> {
+                let mut fields = Map::new();
+                while let Some((name, value)) = map.next_entry::<String, Value>()? {
+                    if fields.contains_key(&name) {
+                        return Err(serde::de::Error::custom(format!("field {name:?} {TWICE}")));
+                    }
+                    fields.insert(name, value);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Visitor)
     }
 }
 
@@ -176,6 +210,11 @@ mod tests {
             "invalid JSON at column 11: EOF while parsing a value"
         );
         assert_eq!(err("[1]"), "expected a JSON object");
+        assert_eq!(err("\"text\""), "expected a JSON object");
+        assert_eq!(
+            err(r#"{"key":"a","value":"b","key":"c"}"#),
+            "field \"key\" appears twice"
+        );
         assert_eq!(err(r#"{"key":"k"}"#), "missing field \"value\"");
         assert_eq!(
             err(r#"{"key":"k","value":"v","ttl":1}"#),
