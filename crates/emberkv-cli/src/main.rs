@@ -158,6 +158,8 @@ enum Command {
     /// records are inserted in input order, with their expiry (a later line
     /// for the same key wins; an expiry already past leaves the key absent);
     /// keys not in the input are left as they are. Blank lines are skipped.
+    /// A regular file is read twice (checked, then inserted), holding one
+    /// record in memory at a time; stdin is held in memory whole.
     /// The store is synced every 64 MiB of records and at the end; should
     /// it fail partway (say, a full disk, met when written data is
     /// flushed), the error names the line and how many records are
@@ -605,65 +607,123 @@ fn show_key(key: &[u8]) -> String {
 }
 
 /// `import`: reads and checks every line of `file` (or stdin), then
-/// inserts the records.
+/// inserts the records. A regular file is read twice (checked whole, then
+/// inserted a line at a time), so that an import holds one record in
+/// memory, not the file; stdin and pipes are held in memory between the
+/// two.
 fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
-    let (name, source): (String, Box<dyn BufRead>) = match file {
-        Some(path) => (
-            path.display().to_string(),
-            Box::new(BufReader::new(
-                File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
-            )),
-        ),
-        None => ("stdin".to_owned(), Box::new(io::stdin().lock())),
+    let open_file = |path: &Path| -> Result<BufReader<File>> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(BufReader::new(file))
     };
-    let records = read_records(source, &name)?;
-    let db = open_or_create(dir)?;
-    let mut expired = 0u64;
-    // Records known durable, and the bytes inserted since: the store is
-    // synced every `SYNC_EVERY_BYTES`, so that a failure (a full disk, which
-    // a write into the hot tier only meets when it is flushed) can say how
-    // many records are imported for good.
-    let (mut durable, mut unsynced) = (0usize, 0usize);
-    let sync = |db: &Db, durable: usize, line: usize| {
-        db.sync().with_context(|| {
-            format!(
-                "{name} line {line}: the records could not be made durable; the first {durable} \
-                 were imported, later ones may be missing"
-            )
-        })
+    let name = file.map_or("stdin".to_owned(), |p| p.display().to_string());
+    let regular = file.filter(|p| fs::metadata(p).is_ok_and(|m| m.is_file()));
+    let mut held = Vec::new();
+    match (regular, file) {
+        (Some(path), _) => read_records(open_file(path)?, &name, |_, _| Ok(()))?,
+        (None, Some(path)) => read_records(open_file(path)?, &name, |n, record| {
+            held.push((n, record));
+            Ok(())
+        })?,
+        (None, None) => read_records(io::stdin().lock(), &name, |n, record| {
+            held.push((n, record));
+            Ok(())
+        })?,
     };
-    for (done, (line, record)) in records.iter().enumerate() {
-        if unsynced >= SYNC_EVERY_BYTES {
-            sync(&db, durable, *line)?;
-            (durable, unsynced) = (done, 0);
+    let mut importer = Importer {
+        db: open_or_create(dir)?,
+        name: &name,
+        done: 0,
+        durable: 0,
+        unsynced: 0,
+        expired: 0,
+        last_line: 0,
+    };
+    match regular {
+        Some(path) => {
+            // A file that changes between the two passes may fail the
+            // second: the records before the failing line stay imported.
+            read_records(open_file(path)?, &name, |n, record| {
+                importer.insert(n, &record)
+            })?;
         }
-        unsynced += record.key.len() + record.value.len();
+        None => {
+            for (n, record) in &held {
+                importer.insert(*n, record)?;
+            }
+        }
+    }
+    importer.finish()
+}
+
+/// The records `import` has inserted, and how many are durable: the store
+/// is synced every [`SYNC_EVERY_BYTES`] and at the end, so that a failure
+/// (a full disk, which a write into the hot tier only meets when it is
+/// flushed) can say how many records are imported for good.
+struct Importer<'a> {
+    db: Db,
+    name: &'a str,
+    done: usize,
+    durable: usize,
+    unsynced: usize,
+    expired: u64,
+    last_line: usize,
+}
+
+impl Importer<'_> {
+    fn insert(&mut self, line: usize, record: &Record) -> Result<()> {
+        if self.unsynced >= SYNC_EVERY_BYTES {
+            self.sync(line)?;
+        }
+        self.unsynced += record.key.len() + record.value.len();
         let written = match record.expires_at_ms {
-            None => db.insert(&record.key, &record.value),
+            None => self.db.insert(&record.key, &record.value),
             Some(ms) => {
                 let at = from_unix_ms(ms);
                 if at <= SystemTime::now() {
-                    expired += 1;
+                    self.expired += 1;
                 }
-                db.insert_with_expiry(&record.key, &record.value, at)
+                self.db.insert_with_expiry(&record.key, &record.value, at)
             }
         };
         written.with_context(|| {
             format!(
-                "{name} line {line}: insert failed; the first {durable} records were imported, \
-                 later ones may be missing"
+                "{} line {line}: insert failed; the first {} records were imported, later \
+                 ones may be missing",
+                self.name, self.durable
             )
         })?;
+        self.done += 1;
+        self.last_line = line;
+        Ok(())
     }
-    if let Some((line, _)) = records.last() {
-        sync(&db, durable, *line)?;
+
+    /// Syncs the store; `line` is the line to name should it fail.
+    fn sync(&mut self, line: usize) -> Result<()> {
+        self.db.sync().with_context(|| {
+            format!(
+                "{} line {line}: the records could not be made durable; the first {} were \
+                 imported, later ones may be missing",
+                self.name, self.durable
+            )
+        })?;
+        (self.durable, self.unsynced) = (self.done, 0);
+        Ok(())
     }
-    db.close()?;
-    say!(
-        "imported {} records from {name} ({expired} already expired)",
-        records.len()
-    );
-    Ok(())
+
+    fn finish(mut self) -> Result<()> {
+        if self.done > 0 {
+            self.sync(self.last_line)?;
+        }
+        self.db.close()?;
+        say!(
+            "imported {} records from {} ({} already expired)",
+            self.done,
+            self.name,
+            self.expired
+        );
+        Ok(())
+    }
 }
 
 /// Bytes `import` inserts between two syncs of the store (64 MiB).
@@ -673,11 +733,16 @@ const SYNC_EVERY_BYTES: usize = 64 << 20;
 /// every byte escaped as `\u00XX` (6 bytes), and room for the rest.
 const MAX_LINE_BYTES: u64 = 6 * (MAX_KEY_BYTES + MAX_VALUE_BYTES) as u64 + 4_096;
 
-/// Reads and checks every non-blank line of `source`, paired with its
-/// 1-based line number. A line longer than [`MAX_LINE_BYTES`] is an error,
-/// not a read into memory without end (`import /dev/zero`).
-fn read_records(mut source: impl BufRead, name: &str) -> Result<Vec<(usize, Record)>> {
-    let mut records = Vec::new();
+/// Reads and checks every non-blank line of `source`, and calls `each`
+/// with its 1-based line number and its record; returns how many. A line
+/// longer than [`MAX_LINE_BYTES`] is an error, not a read into memory
+/// without end (`import /dev/zero`).
+fn read_records(
+    mut source: impl BufRead,
+    name: &str,
+    mut each: impl FnMut(usize, Record) -> Result<()>,
+) -> Result<usize> {
+    let mut records = 0;
     let mut bytes = Vec::new();
     for n in 1.. {
         bytes.clear();
@@ -713,7 +778,8 @@ fn read_records(mut source: impl BufRead, name: &str) -> Result<Vec<(usize, Reco
                 record.value.len()
             );
         }
-        records.push((n, record));
+        each(n, record)?;
+        records += 1;
     }
     Ok(records)
 }
