@@ -341,6 +341,13 @@ mod tests {
         removed
     }
 
+    /// Sweeps in calls of `budget` until the round going on ends.
+    fn finish_round(sweep: &mut Sweep, core: &Core, budget: usize) {
+        while (sweep.shard, sweep.slot) != (0, 0) {
+            sweep.run(core, budget).unwrap();
+        }
+    }
+
     /// Whether one call with a budget of 1 goes round every shard: it does
     /// when no segment may hold an expired record (a shard passed by costs
     /// nothing), and stops after one slot otherwise.
@@ -348,16 +355,14 @@ mod tests {
         assert_eq!((sweep.shard, sweep.slot), (0, 0), "at a round's start");
         sweep.run(core, 1).unwrap();
         let passed = (sweep.shard, sweep.slot) == (0, 0);
-        while (sweep.shard, sweep.slot) != (0, 0) {
-            sweep.run(core, usize::MAX).unwrap();
-        }
+        finish_round(sweep, core, usize::MAX);
         passed
     }
 
     /// Keys with a long time to live are passed by until the first of them
-    /// can expire; keys written while a
-    /// round goes on, into shards it has passed, still lower their
-    /// segment's floor and are removed once expired.
+    /// can expire; keys written into a shard while a round goes over it,
+    /// in slots it has passed, still lower their segment's floor and are
+    /// removed once expired.
     #[test]
     fn a_round_passes_by_segments_where_nothing_can_have_expired() {
         let dir = tempfile::tempdir().unwrap();
@@ -397,9 +402,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(core.index.table(0).len(), len, "shard 0 did not grow");
-        while (sweep.shard, sweep.slot) != (0, 0) {
-            sweep.run(core, 64).unwrap();
-        }
+        finish_round(&mut sweep, core, 64);
         std::thread::sleep(Duration::from_millis(20));
         whole_round(&mut sweep, core);
         assert_eq!(db.len(), 3_000, "every key of a short life is removed");
@@ -514,18 +517,10 @@ mod tests {
         // The damage goes away (a transient error: the disk had no room
         // for the tombstone, a read failed once...).
         seg0.write_all_at(&byte, at).unwrap();
-        while (sweep.shard, sweep.slot) != (0, 0) {
-            sweep.run(core, usize::MAX).unwrap();
-        }
+        finish_round(&mut sweep, core, usize::MAX);
         for _ in 0..3 {
             whole_round(&mut sweep, core);
         }
-        let now = clock::now_ms();
-        println!(
-            "len {}, shard 0 segments looked at from now on: {:?}",
-            db.len(),
-            core.index.expiry_round(0, now).0
-        );
         assert_eq!(db.len(), 4, "the expired key k is swept");
     }
 
