@@ -334,26 +334,17 @@ fn open_or_create(dir: &Path) -> Result<Db> {
 /// Fails unless `dir` holds an emberkv store.
 fn require_store(dir: &Path) -> Result<()> {
     if !dir.join(META_FILE).is_file() {
-        bail!(
-            "{} is not an emberkv store (it has no {META_FILE} file)",
-            dir.display()
-        );
+        return Err(not_a_store(dir));
     }
     Ok(())
 }
 
-/// As [`require_store`], but a directory of segment files without a meta
-/// file passes too: salvage reads the segment headers instead.
-fn require_store_or_segments(dir: &Path) -> Result<()> {
-    let segments = fs::read_dir(dir).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().ends_with(".seg"))
-    });
-    if segments {
-        return Ok(());
-    }
-    require_store(dir)
+/// The error of [`require_store`].
+fn not_a_store(dir: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is not an emberkv store (it has no {META_FILE} file)",
+        dir.display()
+    )
 }
 
 /// An engine error from opening or checking the store in `dir`, saying
@@ -427,7 +418,10 @@ fn check(dir: &Path) -> Result<ExitCode> {
 /// returns how many damaged records `skip_damaged` skipped.
 fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
     let db = open(dir)?;
-    let (name, mut out) = output(dir, file)?;
+    if let Some(path) = file {
+        outside_store(dir, path)?;
+    }
+    let (name, mut out) = output(file)?;
     let (mut count, mut skipped) = (0u64, 0u64);
     for item in db.iter() {
         let (key, value) = match item {
@@ -464,13 +458,9 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
 }
 
 /// Where `export` and `salvage` write: `file` (created or truncated), or
-/// stdout; and its name for messages. A file inside the store `dir` is
-/// refused: it would overwrite the store's own files (an attack on the
-/// CLI truncated a segment file so, losing every key).
-fn output(dir: &Path, file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
-    if let Some(path) = file {
-        outside_store(dir, path)?;
-    }
+/// stdout; and its name for messages. Check first that `file` lies
+/// outside the store ([`outside_store`]).
+fn output(file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn Write>>)> {
     let (name, sink): (String, Box<dyn Write>) = match file {
         Some(path) => (
             path.display().to_string(),
@@ -484,7 +474,9 @@ fn output(dir: &Path, file: Option<&Path>) -> Result<(String, BufWriter<Box<dyn 
 }
 
 /// Fails when `path` (which need not exist) lies inside the store `dir`,
-/// through `..` and symbolic links.
+/// through `..` and symbolic links: writing it would overwrite the store's
+/// own files (an attack on the CLI truncated a segment file so, losing
+/// every key).
 fn outside_store(dir: &Path, path: &Path) -> Result<()> {
     let Ok(store) = dir.canonicalize() else {
         return Ok(());
@@ -513,12 +505,11 @@ fn outside_store(dir: &Path, path: &Path) -> Result<()> {
 /// created once salvage has the store (a locked store leaves it as it
 /// was).
 fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
-    require_store_or_segments(dir)?;
     if let Some(path) = file {
         outside_store(dir, path)?;
     }
     let mut out = None;
-    let open_output = || output(dir, file);
+    let open_output = || output(file);
     let report = emberkv::salvage(dir, |key, value, expires_at_ms| {
         let record = Record {
             key: key.to_vec(),
@@ -533,10 +524,14 @@ fn salvage(dir: &Path, file: Option<&Path>) -> Result<bool> {
         writeln!(out, "{line}")?;
         Ok(())
     })
-    .map_err(|e| store_error(e, "salvage", dir))?;
+    .map_err(|e| match e {
+        // As the other commands say it: no meta file and no segment file.
+        emberkv::Error::InvalidPath { .. } => not_a_store(dir),
+        e => store_error(e, "salvage", dir),
+    })?;
     let (name, mut out) = match out {
         Some(out) => out,
-        None => output(dir, file)?,
+        None => output(file)?,
     };
     out.flush()
         .with_context(|| format!("cannot write to {name}"))?;

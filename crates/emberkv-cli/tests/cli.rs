@@ -548,6 +548,7 @@ fn read_commands_refuse_a_directory_without_a_store() -> TestResult {
         &["stats"],
         &["check"],
         &["export"],
+        &["salvage"],
     ] {
         let out = run(dir.path(), args)?;
         assert_error(
