@@ -429,7 +429,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                         .saturating_sub(Stats::get(&stats.expired_base)),
                     Stats::get(&stats.hits),
                     Stats::get(&stats.misses),
-                    Stats::get(&stats.errors),
+                    stats.errors(),
                 );
             }
             "replication" => {
