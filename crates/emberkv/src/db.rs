@@ -153,6 +153,10 @@ pub(crate) struct Core {
     /// files to it, and a foreground compaction sets where writers wait
     /// by it as the background one does.
     pub(crate) space_bound: Option<f64>,
+    /// [`Options::compress_cold_segments`]: the active segment is then
+    /// sealed early without garbage too, so that its values get
+    /// compressed (see `maintenance::SEAL_GARBAGE`).
+    pub(crate) compress_cold: bool,
     /// Set while [`Db::backup`] holds compaction off.
     pub(crate) backing_up: AtomicBool,
 }
@@ -678,14 +682,11 @@ impl Db {
             space_bound: options
                 .compaction_garbage
                 .map(|_| options.max_space_amplification),
+            compress_cold: options.compress_cold_segments,
             backing_up: AtomicBool::new(false),
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
         });
-        let maintenance = Maintenance::spawn(
-            Arc::clone(&core),
-            options.compaction_garbage,
-            options.compress_cold_segments,
-        )?;
+        let maintenance = Maintenance::spawn(Arc::clone(&core), options.compaction_garbage)?;
         Ok(Db {
             core,
             flusher: Mutex::new(Some(flusher)),
