@@ -87,6 +87,14 @@ pub struct Measurement {
     /// fsync/fdatasync calls the engine made inside the measured windows,
     /// when it reports them ([`crate::engine::Engine::syncs`]).
     pub syncs: Option<u64>,
+    /// Fills: the store's bytes on disk and logical bytes (see
+    /// [`Bench::space`]) after the last pass that went through the whole
+    /// key set, measured (unmeasured time, after a sync) before the next
+    /// pass replaced the store; `None` when no pass did. The store at the
+    /// end of the cell holds only what the last pass inserted before the
+    /// window closed, perhaps a few keys, whose space amplification says
+    /// nothing (a fill once reported 338).
+    pub space: Option<(u64, u64)>,
 }
 
 impl Measurement {
@@ -264,6 +272,7 @@ impl<'a> Bench<'a> {
             rounds: 0,
             completed: true,
             syncs: Some(0),
+            space: None,
         };
         for _ in 0..self.cfg.reps.max(1) {
             let (mut ops, mut elapsed) = (0, Duration::ZERO);
@@ -288,6 +297,9 @@ impl<'a> Bench<'a> {
                     break;
                 }
                 m.rounds += 1;
+                if workload.shape() == Shape::Fill && out.exhausted {
+                    m.space = Some(self.space()?);
+                }
                 if first_round && !out.exhausted {
                     m.completed = false;
                 }
@@ -858,6 +870,7 @@ mod tests {
         let mut bench = Bench::new(&open, root.path(), 2_000, &cfg, true, "mem").unwrap();
         let fill = measured(bench.run(Workload::FillRandom).unwrap());
         assert!(fill.completed && fill.rounds > 1, "{fill:?}");
+        assert_eq!(fill.space, Some((0, 2_000 * (16 + 200))));
         assert!(fill.elapsed >= Duration::from_millis(150));
         assert_eq!(bench.present_count, bench.keys.min(bench.present_count));
         for w in Workload::ALL {

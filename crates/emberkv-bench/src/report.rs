@@ -250,7 +250,8 @@ pub struct Metrics {
     pub rounds: Option<u32>,
     /// Fills and deletes: whether each repetition got through every key.
     pub completed: Option<bool>,
-    /// Bytes allocated on disk to the store after the cell and a sync.
+    /// Bytes allocated on disk to the store after the cell (a fill's:
+    /// after its last pass through every key) and a sync.
     pub disk_bytes: u64,
     /// Bytes of the keys and values the store holds.
     pub logical_bytes: u64,
@@ -437,7 +438,8 @@ impl Report {
              engine, in batches of {}. Every read is verified (length and check word; \
              every {}th byte for byte); a wrong answer fails the engine's cell. Space \
              amplification is bytes allocated on disk over logical bytes (keys plus \
-             values held) after the cell and a sync.{} Peak RSS is `VmHWM` of a child \
+             values held) after the cell (a fill's: after its last pass through every \
+             key) and a sync.{} Peak RSS is `VmHWM` of a child \
              process that runs one engine through one scenario, loading included. The \
              OS page cache is not dropped between cells: out of cache means out of the \
              engine's own caches. Zipfian skew {}.",

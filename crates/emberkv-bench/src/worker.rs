@@ -174,7 +174,10 @@ pub fn run(job: &Job) -> Result<JobResult> {
             .run(w)
             .and_then(|o| match o {
                 Outcome::Measured(m) => {
-                    let (disk, logical) = bench.space()?;
+                    let (disk, logical) = match m.space {
+                        Some(space) => space,
+                        None => bench.space()?,
+                    };
                     let mut metrics = Metrics::new(w, &m, disk, logical);
                     // Rails have no background work to wait for. A failed
                     // measurement at rest leaves the cell's own figures.
