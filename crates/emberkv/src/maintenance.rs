@@ -274,12 +274,42 @@ fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> 
 /// long enough for fast writers to fill most of another) and after each
 /// segment it retires.
 pub(crate) fn assess(core: &Core, bound: f64) -> Result<bool> {
+    let mut assessed = core.assessing.lock();
+    assess_locked(core, bound, &mut assessed)
+}
+
+/// Log bytes appended since the last assessment without which a writer
+/// at the limit does not assess again (1 MiB): while compaction is truly
+/// behind, writers wait and append little, and do not each walk the
+/// index's shards and the segment files at every write.
+const REASSESS_BYTES: u64 = 1 << 20;
+
+/// [`assess`], for a writer that reached the limit it set (see
+/// `Core::throttle`), unless another thread is assessing (its new limit
+/// wakes the writer) or less than [`REASSESS_BYTES`] were appended since
+/// the last assessment.
+///
+/// # Errors
+/// As for [`assess`].
+pub(crate) fn reassess(core: &Core, bound: f64) -> Result<()> {
+    let Some(mut assessed) = core.assessing.try_lock() else {
+        return Ok(());
+    };
+    if core.log.appended().saturating_sub(*assessed) < REASSESS_BYTES {
+        return Ok(());
+    }
+    assess_locked(core, bound, &mut assessed).map(drop)
+}
+
+/// [`assess`] under `core.assessing`, whose `assessed` it updates.
+fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     let log = &core.log;
     // Read before the files: what is appended meanwhile counts twice (the
     // limit errs low), never not at all. It errs high by the records of
     // sealed segments not yet written to their files (the flusher's lag,
     // at most the hot tier's unflushed bytes), which `footprint` misses.
     let appended = log.appended();
+    *assessed = appended;
     let Footprint {
         on_disk,
         live,
