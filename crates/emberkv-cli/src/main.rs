@@ -34,6 +34,11 @@ The store:
   default options) when the directory holds none. A store is opened with an
   exclusive lock: a store in use by a running process is reported as locked.
 
+Keys and values:
+  A key or value that starts with '-' (other than a number such as -5) goes
+  after '--', which ends the options: `insert -- -k --v`. Otherwise it would
+  be taken for an option, and a mistyped option for a key or value.
+
 Exit status:
   0  success
   1  `get` or `remove`: no such key; `check`: the store has problems;
@@ -67,7 +72,7 @@ enum Command {
     /// (exit 1 if absent).
     Get {
         /// The key (UTF-8, or hex with --hex).
-        #[arg(allow_hyphen_values = true)]
+        #[arg(allow_negative_numbers = true)]
         key: String,
         /// Give KEY as hex, and print the value as hex followed by a newline.
         #[arg(long)]
@@ -76,10 +81,10 @@ enum Command {
     /// Insert VALUE under KEY, replacing any previous value and expiry.
     Insert {
         /// The key (UTF-8, or hex with --hex).
-        #[arg(allow_hyphen_values = true)]
+        #[arg(allow_negative_numbers = true)]
         key: String,
         /// The value (UTF-8, or hex with --hex).
-        #[arg(allow_hyphen_values = true)]
+        #[arg(allow_negative_numbers = true)]
         value: String,
         /// Expire the key this many seconds from now.
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -91,7 +96,7 @@ enum Command {
     /// Remove KEY (exit 1 if absent).
     Remove {
         /// The key (UTF-8, or hex with --hex).
-        #[arg(allow_hyphen_values = true)]
+        #[arg(allow_negative_numbers = true)]
         key: String,
         /// Give KEY as hex.
         #[arg(long)]

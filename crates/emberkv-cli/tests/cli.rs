@@ -136,6 +136,17 @@ fn insert_get_remove_round_trip() -> TestResult {
     assert_code(&run(&store, ["insert", "greeting", "-5"])?, 0);
     assert_eq!(run(&store, ["get", "greeting"])?.stdout, b"-5");
 
+    // Regression (an attack on the CLI, 2026-12-02): a mistyped option
+    // was stored as the value. Keys and values that start with '-' go
+    // after '--'.
+    let typo = run(&store, ["insert", "greeting", "--bogus"])?;
+    assert_code(&typo, 2);
+    assert!(stderr(&typo).contains("'-- --bogus'"), "{}", stderr(&typo));
+    assert_eq!(run(&store, ["get", "greeting"])?.stdout, b"-5");
+    assert_code(&run(&store, ["insert", "--", "-k", "--v"])?, 0);
+    assert_eq!(run(&store, ["get", "--", "-k"])?.stdout, b"--v");
+    assert_code(&run(&store, ["remove", "--", "-k"])?, 0);
+
     assert_code(&run(&store, ["remove", "greeting"])?, 0);
     let gone = run(&store, ["get", "greeting"])?;
     assert_code(&gone, 1);
