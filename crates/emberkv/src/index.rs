@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{ArcSwap, Mutex, MutexGuard};
+use crate::sync::{ArcSwap, SleepingMutex, SleepingMutexGuard};
 
 /// Hashes keys for the index: XXH3-64 (Collet, xxHash) keyed with the
 /// store's random seed from its meta file, so that keys crafted by a client
@@ -270,7 +270,7 @@ impl Base {
 
 struct Shard {
     table: ArcSwap<Table>,
-    writer: Mutex<ShardState>,
+    writer: SleepingMutex<ShardState>,
     live: AtomicUsize,
 }
 
@@ -447,7 +447,7 @@ pub(crate) struct ShardWriter<'a> {
     number: usize,
     shard: &'a Shard,
     base: &'a Base,
-    state: MutexGuard<'a, ShardState>,
+    state: SleepingMutexGuard<'a, ShardState>,
     table: Arc<Table>,
 }
 
@@ -459,7 +459,7 @@ impl Index {
             shards: (0..SHARDS)
                 .map(|_| Shard {
                     table: ArcSwap::from_pointee(Table::new(slots, 0)),
-                    writer: Mutex::new(ShardState::default()),
+                    writer: SleepingMutex::new(ShardState::default()),
                     live: AtomicUsize::new(0),
                 })
                 .collect(),
@@ -653,7 +653,7 @@ impl Index {
                         slots,
                         generation: 0,
                     }),
-                    writer: Mutex::new(state),
+                    writer: SleepingMutex::new(state),
                     live: AtomicUsize::new(keys),
                 }
             })

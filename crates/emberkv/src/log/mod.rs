@@ -39,7 +39,7 @@ use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 use crate::storage::Ahead;
 use crate::storage::{SEGMENT_HEADER_BYTES, Segments, ZEROS_AHEAD, ZEROS_AT_ONCE};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard};
+use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard, SleepingMutex};
 pub(crate) use page::Page;
 use page::PagePool;
 
@@ -164,7 +164,7 @@ struct Mark {
 pub(crate) struct Log {
     storage: Segments,
     hot_bytes: usize,
-    appender: Mutex<Appender>,
+    appender: SleepingMutex<Appender>,
     /// Resident pages, ascending by address; replaced whole (copy on write)
     /// by the appender, read lock-free by readers and the flusher.
     pages: ArcSwap<PageList>,
@@ -263,7 +263,7 @@ impl Log {
         Log {
             storage,
             hot_bytes,
-            appender: Mutex::new(Appender {
+            appender: SleepingMutex::new(Appender {
                 tail,
                 resident_bytes: page.len(),
                 page: Arc::clone(&page),
