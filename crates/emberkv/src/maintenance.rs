@@ -89,7 +89,7 @@ impl Maintenance {
     /// `min_garbage` of garbage (when set; also sealing the active segment
     /// early, see [`SEAL_AT`], and keeping the files within the store's
     /// space bound, `Core::space_bound`, see [`assess`]), with
-    /// `Core::compress_cold` rewrites one sealed
+    /// `Core::compress_cold` also rewrites one sealed
     /// segment with compression while writers are quiet (see
     /// [`QUIET_BYTES`]), and
     /// sweeps the index for expired keys (within
@@ -268,8 +268,9 @@ fn pass(core: &Core, compaction: Compaction, chunk: &mut Chunk) -> Result<bool> 
 /// times the live record bytes (or under [`MIN_SLACK`] beyond them, if
 /// more), at once if the files are past it. Seals the active segment once
 /// it holds [`SEAL_AT`] bytes, a sixteenth of the live bytes and
-/// [`SEAL_GARBAGE`] of garbage (where its current page ends). Returns whether the files are past
-/// [`GREEDY_SHARE`] of the bound (and [`MIN_SLACK`]). Run before each
+/// [`SEAL_GARBAGE`] of garbage (where its current page ends). Returns
+/// whether the files are past [`GREEDY_SHARE`] of the bound (and
+/// [`MIN_SLACK`]). Holds `Core::assessing`. Run before each
 /// pass, at milestones during one (compacting one large segment takes
 /// long enough for fast writers to fill most of another) and after each
 /// segment it retires.

@@ -35,9 +35,9 @@ pub(crate) use shuttled::{
 /// with the benchmark harness on 2 CPUs, 8 threads (docs/PERFORMANCE.md):
 /// `fillrandom` 1.51M-1.63M inserts/s with this against 1.20M-1.24M with
 /// `parking_lot`'s, and the p99 of `ycsb-a` 4-7 µs against 238-243 µs.
-/// A panic while it is held does not poison it (as
-/// `parking_lot`'s): the store's own checks catch what a panic left
-/// half done.
+/// As with `parking_lot`'s, a panic while it is held does not poison
+/// it: `lock` takes the guard back from a poisoned lock, so the write
+/// path behaves after a panic as it did before this type.
 #[cfg(not(shuttle))]
 pub(crate) struct SleepingMutex<T>(std::sync::Mutex<T>);
 
