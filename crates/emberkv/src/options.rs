@@ -106,10 +106,13 @@ pub struct Options {
     /// amplification at about 1.5.
     pub compaction_garbage: Option<f64>,
     /// The space amplification (segment files' bytes over the live record
-    /// bytes) that background compaction holds the store to: past 85 % of
-    /// it, compaction takes the segments with the most garbage whatever
-    /// their share of it (at least 5 %); past 93 %, each write waits for it
-    /// (up to 50 ms). Writers wait where the room under 93 % ends, counted
+    /// bytes) that background compaction holds the store to. Of the room
+    /// it leaves for garbage (bound - 1 times the live bytes): past 85 %,
+    /// compaction takes the segments with the most garbage whatever their
+    /// share of it (at least 5 %); past 93 %, each write waits for it (up
+    /// to 50 ms). At the default of 2.0, the files reach 1.85 and 1.93
+    /// times the live bytes there; at 1.5, 1.425 and 1.465. Writers wait
+    /// where the room under 93 % ends, counted
     /// from the files' size when compaction last looked, so they stop
     /// there however late it looks again; a compactor that finds nothing
     /// to take (the garbage is in the segment being written) lets them
@@ -119,7 +122,13 @@ pub struct Options {
     /// writers append while [`crate::Db::backup`] holds compaction off
     /// (8 MiB at each check, so that they do not stall for the backup's
     /// length: a loop of backups let a 2 MiB store reach 62 to 353 MiB
-    /// of files under 4 writers). Neither
+    /// of files under 4 writers), and while compaction copies a segment
+    /// large against the room: a bulk load of new keys seals nothing (its
+    /// segment has no garbage), so the first overwrites after loading
+    /// 100 MiB compact one segment of over 100 MiB, whose copies and
+    /// file stand on disk together (peaks of 2.2-2.3 times the logical
+    /// bytes at a bound of 1.5 and 2.4-2.5 at 2.0 in a standalone
+    /// overwrite run of 100,000 keys of 1 KiB). Neither
     /// level acts before the files exceed the live bytes by 16 MiB (the
     /// segment being written and one sealed): for stores of less than
     /// about 100 MiB of live records that margin, not the factor, bounds
@@ -139,15 +148,16 @@ pub struct Options {
     /// copies about u/(1-u) bytes per byte written when the segments it
     /// cleans are a share u live (Rosenblum and Ousterhout, LFS, 1992),
     /// about one record per record written at 1.5. Measured with the
-    /// benchmark harness (8 threads, 100,000 keys of 1 KiB; one run each,
-    /// docs/BENCHMARKS.md and docs/PERFORMANCE.md): at 2.0, `overwrite`
-    /// 1.90x sled on the board with the burst ending at 1.93, and 2.47x in
-    /// a later run, `ycsb-a` 1.87x and `ycsb-f` 1.96x sled in that run; at
-    /// 1.5 (the same tree, alternated with 2.0), `overwrite` 1.79x and
-    /// 1.83x sled with the burst ending at 1.39-1.40, and `ycsb-a` and
-    /// `ycsb-f` about a third slower than at 2.0 (281k-300k operations
-    /// per second against 443k-470k; `ycsb-f` 1.03x to 1.60x sled). Choose
-    /// 1.5 when disk space matters more than the rate of updates.
+    /// benchmark harness (8 threads, 100,000 keys of 1 KiB; docs/BENCHMARKS.md
+    /// and docs/PERFORMANCE.md), the default against builds that differ
+    /// only in it, each run twice: at 2.0, `overwrite` 442k-448k
+    /// operations per second (2.04x fjall in a run with the peers), `ycsb-a`
+    /// 638k-639k and `ycsb-f` 609k-616k (2.2x sled); at 1.5, `overwrite`
+    /// 274k-297k, `ycsb-a` 418k and `ycsb-f` 376k-419k (1.2x-1.5x the
+    /// same peers' rates), with the files at 1.62-1.78 times the logical
+    /// bytes at the end of the overwrite burst (the large segment of
+    /// the load, above). Choose 1.5 when disk space matters more than the
+    /// rate of updates.
     pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
     /// cold records: those that outlived their segment; with
