@@ -21,18 +21,24 @@ const INTERVAL: Duration = Duration::from_secs(1);
 const CHECKPOINT_EVERY: u64 = 64 << 20;
 
 /// The segment being written is sealed early, for compaction, once it holds
-/// at least this many bytes (8 MiB), a sixteenth of the store's live
-/// record bytes and [`SEAL_GARBAGE`] of garbage: it cannot be compacted
+/// at least this many bytes (8 MiB) and a sixteenth of the store's live
+/// record bytes, and it or the files as a whole hold [`SEAL_GARBAGE`] of
+/// garbage: it cannot be compacted
 /// while it is written, and under uniform overwrites it holds garbage as
 /// much as any other, so a segment large against the data would use up
 /// much of the space bound alone.
 const SEAL_AT: u64 = 8 << 20;
 
 /// Least share of garbage (dead records and pads, 5 %, as
-/// [`GREEDY_MIN_GARBAGE`]) that makes the segment being written due for an
-/// early seal (with [`crate::Options::compress_cold_segments`], any
-/// share: its raw values are worth compressing). A segment of records
-/// that are all live has nothing for compaction to reclaim, and each seal
+/// [`GREEDY_MIN_GARBAGE`]), in the segment being written or in the files
+/// as a whole, that makes that segment due for an early seal (with
+/// [`crate::Options::compress_cold_segments`], any share: its raw values
+/// are worth compressing). The files' share counts because the segment
+/// that takes compaction's copies holds only live records: sealed on its
+/// own garbage alone, it grew to 35-85 MiB under a burst of overwrites
+/// (segments that large against the room the space bound leaves take the
+/// files past it while compaction copies them). A store of records that
+/// are all live has nothing for compaction to reclaim, and each seal
 /// costs the flusher a segment change: an fdatasync of the segment
 /// sealed, an fsync of its cut and of the next one's file and directory
 /// entry. Sealing pure ingest every 8 MiB or so held the harness's
@@ -332,8 +338,11 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     // Sealed where the page ends, so that the seal pads nothing; at once
     // when a request has been pending for half an interval (no page filled
     // since: the writers are slow or idle).
-    let garbage = written.saturating_sub(active_live) as f64;
-    let worth_sealing = core.compress_cold || garbage >= SEAL_GARBAGE * written as f64;
+    let active_garbage = written.saturating_sub(active_live) as f64;
+    let garbage = on_disk.saturating_sub(live) as f64;
+    let worth_sealing = core.compress_cold
+        || active_garbage >= SEAL_GARBAGE * written as f64
+        || garbage >= SEAL_GARBAGE * on_disk as f64;
     if written >= SEAL_AT.max(live / 16) && worth_sealing {
         log.seal_at_page_end(active, INTERVAL / 2)?;
     }
@@ -442,6 +451,46 @@ mod tests {
             assess(core, 2.0).unwrap();
             insert(22_000..24_000);
             assert_eq!(active(), 1);
+        }
+    }
+
+    /// The segment being written is sealed early too, though it holds no
+    /// garbage, when the files hold [`SEAL_GARBAGE`] of it elsewhere: the
+    /// segment that takes compaction's copies holds only live records, and
+    /// under a burst of overwrites after a bulk load it grew to 35-85 MiB
+    /// before the rule. 20,000 keys of 1,000 bytes, sealed; then 9,000
+    /// new keys (past `SEAL_AT` and a sixteenth of the live bytes), after
+    /// overwriting 2,000 of the first (10 % of their segment) or not.
+    #[test]
+    fn the_segment_written_is_sealed_early_when_the_files_hold_garbage() {
+        for overwrite in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+            let core = db.core();
+            let value = vec![7u8; 1000];
+            let insert = |keys: std::ops::Range<u32>| {
+                for k in keys {
+                    db.insert(&k.to_le_bytes(), &value).unwrap();
+                }
+            };
+            let active = || core.log.storage().segment_of(core.log.tail());
+            insert(0..20_000);
+            core.log.seal_segment().unwrap();
+            if overwrite {
+                insert(0..2_000);
+            }
+            insert(20_000..29_000);
+            let Footprint {
+                written,
+                active_live,
+                ..
+            } = footprint(core).unwrap();
+            assert!(written >= SEAL_AT.max(29_000_000 / 16));
+            // No garbage of its own (under 1 %: its header and pads).
+            assert!((written - active_live) * 100 < written);
+            assess(core, 2.0).unwrap();
+            insert(29_000..31_000);
+            assert_eq!(active(), if overwrite { 2 } else { 1 }, "{overwrite}");
         }
     }
 

@@ -127,8 +127,9 @@ pub struct Options {
     /// segment has no garbage), so the first overwrites after loading
     /// 100 MiB compact one segment of over 100 MiB, whose copies and
     /// file stand on disk together (peaks of 2.2-2.3 times the logical
-    /// bytes at a bound of 1.5 and 2.4-2.5 at 2.0 in a standalone
-    /// overwrite run of 100,000 keys of 1 KiB). Neither
+    /// bytes at a bound of 1.5 and 2.4-2.5 at 2.0 in the first half second
+    /// of a standalone overwrite run of 100,000 keys of 1 KiB; after it,
+    /// the files stayed within 0.05 of the bound). Neither
     /// level acts before the files exceed the live bytes by 16 MiB (the
     /// segment being written and one sealed): for stores of less than
     /// about 100 MiB of live records that margin, not the factor, bounds
@@ -152,11 +153,10 @@ pub struct Options {
     /// and docs/PERFORMANCE.md), the default against builds that differ
     /// only in it, each run twice: at 2.0, `overwrite` 442k-448k
     /// operations per second (2.04x fjall in a run with the peers), `ycsb-a`
-    /// 638k-639k and `ycsb-f` 609k-616k (2.2x sled); at 1.5, `overwrite`
-    /// 274k-297k, `ycsb-a` 418k and `ycsb-f` 376k-419k (1.2x-1.5x the
-    /// same peers' rates), with the files at 1.62-1.78 times the logical
-    /// bytes at the end of the overwrite burst (the large segment of
-    /// the load, above). Choose 1.5 when disk space matters more than the
+    /// 638k-639k and `ycsb-f` 609k-616k (2.2x sled); at 1.5 (one run),
+    /// `overwrite` 308k, `ycsb-a` 433k and `ycsb-f` 395k (1.4x-1.5x the
+    /// same peers' rates), the overwrite burst ending at 1.52 times the
+    /// logical bytes. Choose 1.5 when disk space matters more than the
     /// rate of updates.
     pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
