@@ -135,7 +135,7 @@ pub enum Action {
     Version,
 }
 
-type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+type Setter = fn(&mut Config, &[String]) -> Result<(), Invalid>;
 type Getter = fn(&Config) -> String;
 
 /// One setting: its directive name, whether CONFIG SET may change it at
@@ -149,24 +149,115 @@ pub struct Param {
     get: Getter,
 }
 
-fn one(args: &[String]) -> Result<&str, String> {
-    match args {
-        [v] => Ok(v),
-        _ => Err(format!("expected one value, got {}", args.len())),
+/// Why a setting refused a value. Displayed for a flag or a config-file
+/// line; [`Invalid::redis`] words it as Redis 7 does for CONFIG SET
+/// (`config.c`; checked against redis-server 7.0.15), since clients
+/// match on those strings.
+#[derive(Debug, PartialEq)]
+pub enum Invalid {
+    /// Not `yes` or `no`.
+    YesNo(String),
+    /// Not one of these words (listed in Redis's order).
+    OneOf(String, &'static [&'static str]),
+    /// Not an integer; the second field says what was expected.
+    Integer(String, &'static str),
+    /// Outside `min..=max`; the first field says so for a flag.
+    Range(String, i128, i128),
+    /// Not a memory size (bytes, or a number with k, kb, m, mb, g, gb).
+    Memory(String),
+    /// Anything else, worded the same for both.
+    Other(String),
+}
+
+impl Invalid {
+    /// The reason as Redis 7 words it after "CONFIG SET failed (possibly
+    /// related to argument '<name>') - ".
+    pub fn redis(&self) -> String {
+        match self {
+            Invalid::YesNo(_) => "argument must be 'yes' or 'no'".into(),
+            Invalid::OneOf(_, words) => format!(
+                "argument(s) must be one of the following: {}",
+                words.join(", ")
+            ),
+            Invalid::Integer(..) => "argument couldn't be parsed into an integer".into(),
+            Invalid::Range(_, min, max) => {
+                format!("argument must be between {min} and {max} inclusive")
+            }
+            Invalid::Memory(_) => "argument must be a memory value".into(),
+            Invalid::Other(why) => why.clone(),
+        }
     }
 }
 
-fn yes_no(args: &[String]) -> Result<bool, String> {
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Invalid::YesNo(v) => write!(f, "'{v}': expected yes or no"),
+            Invalid::OneOf(v, words) => match words.split_last() {
+                Some((last, rest)) if !rest.is_empty() => {
+                    write!(f, "'{v}': expected {} or {last}", rest.join(", "))
+                }
+                _ => write!(f, "'{v}': expected {}", words.join(", ")),
+            },
+            Invalid::Integer(v, what) => write!(f, "'{v}': expected {what}"),
+            Invalid::Range(why, _, _) => f.write_str(why),
+            Invalid::Memory(v) => write!(f, "'{v}': expected a size such as 100mb or 1gb"),
+            Invalid::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Invalid {
+    fn from(why: String) -> Self {
+        Invalid::Other(why)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(why: &str) -> Self {
+        Invalid::Other(why.into())
+    }
+}
+
+fn one(args: &[String]) -> Result<&str, Invalid> {
+    match args {
+        [v] => Ok(v),
+        _ => Err(format!("expected one value, got {}", args.len()).into()),
+    }
+}
+
+fn yes_no(args: &[String]) -> Result<bool, Invalid> {
     match one(args)?.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),
         "no" => Ok(false),
-        v => Err(format!("'{v}': expected yes or no")),
+        v => Err(Invalid::YesNo(v.into())),
     }
 }
 
-fn number<T: std::str::FromStr>(args: &[String], what: &str) -> Result<T, String> {
+fn number<T: std::str::FromStr>(args: &[String], what: &'static str) -> Result<T, Invalid> {
     let v = one(args)?;
-    v.parse().map_err(|_| format!("'{v}': expected {what}"))
+    v.parse().map_err(|_| Invalid::Integer(v.into(), what))
+}
+
+/// An integer in `min..=max`, parsed as Redis's `string2ll` does (an
+/// optional '-', then digits: no '+', no spaces), so that an integer out
+/// of range, negative ones included, is refused as out of range rather
+/// than as no integer. `what` says what was expected.
+fn integer_in(args: &[String], what: &'static str, min: i128, max: i128) -> Result<i128, Invalid> {
+    let v = one(args)?;
+    let n: i128 = v
+        .parse()
+        .ok()
+        .filter(|_| !v.starts_with('+') && v.len() <= 20)
+        .ok_or_else(|| Invalid::Integer(v.into(), what))?;
+    if !(min..=max).contains(&n) {
+        return Err(Invalid::Range(
+            format!("'{v}': expected {what} from {min} to {max}"),
+            min,
+            max,
+        ));
+    }
+    Ok(n)
 }
 
 /// Parses a memory size as redis-server does: bytes, or a number with
@@ -192,10 +283,38 @@ pub fn parse_memory(v: &str) -> Option<u64> {
     n.checked_mul(mul)
 }
 
-fn memory(args: &[String]) -> Result<u64, String> {
+fn memory(args: &[String]) -> Result<u64, Invalid> {
     let v = one(args)?;
-    parse_memory(v).ok_or_else(|| format!("'{v}': expected a size such as 100mb or 1gb"))
+    parse_memory(v).ok_or_else(|| Invalid::Memory(v.into()))
 }
+
+/// A memory size of at least `min` bytes and at most `i64::MAX`, refused
+/// as Redis refuses its bounded memory settings; `name` and `least` word
+/// the refusal for a flag.
+fn memory_from(args: &[String], name: &str, min: u64, least: &str) -> Result<u64, Invalid> {
+    let n = memory(args)?;
+    if n < min || n > i64::MAX as u64 {
+        return Err(Invalid::Range(
+            format!("{name} must be at least {least}"),
+            min.into(),
+            i64::MAX.into(),
+        ));
+    }
+    Ok(n)
+}
+
+/// The values Redis takes for `maxmemory-policy`, in its order; only
+/// `noeviction` is supported.
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
 
 /// Every setting, in the order CONFIG GET lists them.
 pub static PARAMS: &[Param] = &[
@@ -223,7 +342,7 @@ pub static PARAMS: &[Param] = &[
             for w in &words {
                 let addr = w.strip_prefix('-').unwrap_or(w);
                 if !matches!(addr, "*" | "::*") && addr.parse::<std::net::IpAddr>().is_err() {
-                    return Err(format!("'{w}' is not an IP address"));
+                    return Err(format!("'{w}' is not an IP address").into());
                 }
             }
             c.bind = words;
@@ -274,7 +393,7 @@ pub static PARAMS: &[Param] = &[
         set: |c, a| {
             let v = one(a)?;
             if v.is_empty() || v.contains('/') {
-                return Err(format!("'{v}': expected a file name without '/'"));
+                return Err(format!("'{v}': expected a file name without '/'").into());
             }
             c.dbfilename = v.to_string();
             Ok(())
@@ -298,7 +417,7 @@ pub static PARAMS: &[Param] = &[
                 "always" => Fsync::Always,
                 "everysec" => Fsync::EverySec,
                 "no" => Fsync::No,
-                v => return Err(format!("'{v}': expected always, everysec or no")),
+                v => return Err(Invalid::OneOf(v.into(), &["everysec", "always", "no"])),
             };
             Ok(())
         },
@@ -318,7 +437,10 @@ pub static PARAMS: &[Param] = &[
         mutable: true,
         set: |_, a| match one(a)?.to_ascii_lowercase().as_str() {
             "noeviction" => Ok(()),
-            v => Err(format!("'{v}': only noeviction is supported")),
+            v if POLICIES.contains(&v) => {
+                Err(format!("'{v}': only noeviction is supported").into())
+            }
+            v => Err(Invalid::OneOf(v.into(), POLICIES)),
         },
         get: |_| "noeviction".into(),
     },
@@ -326,11 +448,8 @@ pub static PARAMS: &[Param] = &[
         name: "maxclients",
         mutable: true,
         set: |c, a| {
-            let n: usize = number(a, "a number of clients")?;
-            if n == 0 {
-                return Err("maxclients must be at least 1".into());
-            }
-            c.maxclients = n;
+            let n = integer_in(a, "a number of clients", 1, u32::MAX.into())?;
+            c.maxclients = usize::try_from(n).unwrap_or(usize::MAX);
             Ok(())
         },
         get: |c| c.maxclients.to_string(),
@@ -339,7 +458,8 @@ pub static PARAMS: &[Param] = &[
         name: "timeout",
         mutable: true,
         set: |c, a| {
-            c.timeout = number(a, "a number of seconds")?;
+            let n = integer_in(a, "a number of seconds", 0, i32::MAX.into())?;
+            c.timeout = n.try_into().unwrap_or(u64::MAX);
             Ok(())
         },
         get: |c| c.timeout.to_string(),
@@ -369,7 +489,10 @@ pub static PARAMS: &[Param] = &[
         set: |c, a| {
             let v = one(a)?;
             c.loglevel = Level::parse(v).ok_or_else(|| {
-                format!("'{v}': expected debug, verbose, notice, warning or nothing")
+                Invalid::OneOf(
+                    v.into(),
+                    &["debug", "verbose", "notice", "warning", "nothing"],
+                )
             })?;
             Ok(())
         },
@@ -400,16 +523,28 @@ pub static PARAMS: &[Param] = &[
         mutable: false,
         set: |_, a| match one(a)? {
             "1" => Ok(()),
-            v => Err(format!("'{v}': emberkv-server serves one database (1)")),
+            v => Err(format!("'{v}': emberkv-server serves one database (1)").into()),
         },
         get: |_| "1".into(),
     },
     Param {
         name: "save",
         mutable: true,
-        // Accepted for compatibility and ignored: the store persists every
+        // Checked as Redis does and ignored: the store persists every
         // write continuously, there are no snapshots to schedule.
-        set: |_, _| Ok(()),
+        set: |_, a| {
+            let words: Vec<&str> = a.iter().flat_map(|s| s.split_whitespace()).collect();
+            let valid = words.len().is_multiple_of(2)
+                && words.chunks(2).all(|pair| {
+                    let secs = pair[0].parse::<i64>().is_ok_and(|n| n >= 1);
+                    let changes = pair[1].parse::<i64>().is_ok_and(|n| n >= 0);
+                    secs && changes
+                });
+            if !valid {
+                return Err("Invalid save parameters".into());
+            }
+            Ok(())
+        },
         get: |_| String::new(),
     },
     Param {
@@ -425,11 +560,7 @@ pub static PARAMS: &[Param] = &[
         name: "proto-max-bulk-len",
         mutable: true,
         set: |c, a| {
-            let n = memory(a)?;
-            if n < 1024 * 1024 {
-                return Err("proto-max-bulk-len must be at least 1mb".into());
-            }
-            c.proto_max_bulk_len = n;
+            c.proto_max_bulk_len = memory_from(a, "proto-max-bulk-len", 1 << 20, "1mb")?;
             Ok(())
         },
         get: |c| c.proto_max_bulk_len.to_string(),
@@ -438,11 +569,8 @@ pub static PARAMS: &[Param] = &[
         name: "client-query-buffer-limit",
         mutable: true,
         set: |c, a| {
-            let n = memory(a)?;
-            if n < 1024 * 1024 {
-                return Err("client-query-buffer-limit must be at least 1mb".into());
-            }
-            c.client_query_buffer_limit = n;
+            c.client_query_buffer_limit =
+                memory_from(a, "client-query-buffer-limit", 1 << 20, "1mb")?;
             Ok(())
         },
         get: |c| c.client_query_buffer_limit.to_string(),
@@ -486,7 +614,7 @@ impl Param {
     ///
     /// # Errors
     /// A message saying what value was expected.
-    pub fn set(&self, config: &mut Config, args: &[String]) -> Result<(), String> {
+    pub fn set(&self, config: &mut Config, args: &[String]) -> Result<(), Invalid> {
         (self.set)(config, args)
     }
 }
@@ -788,6 +916,120 @@ mod tests {
         assert_eq!(parse_memory("2gb"), Some(2 << 30));
         assert_eq!(parse_memory("1tb"), None);
         assert_eq!(parse_memory(""), None);
+    }
+
+    /// Refusals word themselves for a flag, and as redis-server 7.0.15
+    /// answered the same CONFIG SET (the differential tests compare the
+    /// replies themselves where redis-server is installed).
+    #[test]
+    fn refusals_are_worded_for_flags_and_as_redis_words_them() {
+        let refusal = |name: &str, value: &str| {
+            let mut c = Config::default();
+            let e = param(name).unwrap().set(&mut c, &[value.to_string()]);
+            let e = e.expect_err(value);
+            (e.to_string(), e.redis())
+        };
+        let cases = [
+            (
+                "timeout",
+                "abc",
+                "'abc': expected a number of seconds",
+                "argument couldn't be parsed into an integer",
+            ),
+            (
+                "timeout",
+                "+5",
+                "'+5': expected a number of seconds",
+                "argument couldn't be parsed into an integer",
+            ),
+            (
+                "timeout",
+                "-1",
+                "'-1': expected a number of seconds from 0 to 2147483647",
+                "argument must be between 0 and 2147483647 inclusive",
+            ),
+            (
+                "timeout",
+                "99999999999999999999999",
+                "'99999999999999999999999': expected a number of seconds",
+                "argument couldn't be parsed into an integer",
+            ),
+            (
+                "maxclients",
+                "0",
+                "'0': expected a number of clients from 1 to 4294967295",
+                "argument must be between 1 and 4294967295 inclusive",
+            ),
+            (
+                "maxmemory",
+                "1xb",
+                "'1xb': expected a size such as 100mb or 1gb",
+                "argument must be a memory value",
+            ),
+            (
+                "appendonly",
+                "maybe",
+                "'maybe': expected yes or no",
+                "argument must be 'yes' or 'no'",
+            ),
+            (
+                "appendfsync",
+                "sometimes",
+                "'sometimes': expected everysec, always or no",
+                "argument(s) must be one of the following: everysec, always, no",
+            ),
+            (
+                "loglevel",
+                "loud",
+                "'loud': expected debug, verbose, notice, warning or nothing",
+                "argument(s) must be one of the following: debug, verbose, notice, warning, nothing",
+            ),
+            (
+                "maxmemory-policy",
+                "allkeys-lru",
+                "'allkeys-lru': only noeviction is supported",
+                "'allkeys-lru': only noeviction is supported",
+            ),
+            (
+                "proto-max-bulk-len",
+                "10",
+                "proto-max-bulk-len must be at least 1mb",
+                "argument must be between 1048576 and 9223372036854775807 inclusive",
+            ),
+            (
+                "client-query-buffer-limit",
+                "x",
+                "'x': expected a size such as 100mb or 1gb",
+                "argument must be a memory value",
+            ),
+            (
+                "save",
+                "3600 -1",
+                "Invalid save parameters",
+                "Invalid save parameters",
+            ),
+        ];
+        for (name, value, flag, redis) in cases {
+            assert_eq!(
+                refusal(name, value),
+                (flag.to_string(), redis.to_string()),
+                "{name} {value}"
+            );
+        }
+        let policy = refusal("maxmemory-policy", "foo").1;
+        assert!(policy.ends_with("allkeys-random, noeviction"), "{policy}");
+        let mut c = Config::default();
+        for value in ["", "3600 1", "3600 1 300 100 60 10000"] {
+            param("save")
+                .unwrap()
+                .set(&mut c, &[value.to_string()])
+                .unwrap();
+        }
+        param("timeout")
+            .unwrap()
+            .set(&mut c, &["2147483647".into()])
+            .unwrap();
+        assert_eq!(c.timeout, 2_147_483_647);
     }
 
     #[test]

@@ -165,8 +165,10 @@ fn config_get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    // Fewer than one pair is refused by the arity (-4); an unpaired name
+    // after the first pair is a syntax error, as in Redis 7.
     if !args.len().is_multiple_of(2) {
-        return Err(CmdError::WrongArity("config|set".into()));
+        return Err(CmdError::Syntax);
     }
     let shared = ctx.shared;
     let mut config = shared.config.write();
@@ -194,7 +196,7 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         seen.push(param.name);
         param
             .set(&mut next, &[text(value)])
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| failed(&e.redis()))?;
     }
     if next.maxclients > config.maxclients {
         // The descriptors open beside the clients', and room for the new

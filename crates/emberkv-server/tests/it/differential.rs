@@ -363,6 +363,31 @@ xyz a b
 CONFIG
 CONFIG GET nosuchparam
 CONFIG SET nosuchparam 1
+CONFIG SET timeout abc
+CONFIG SET timeout -1
+CONFIG SET timeout 99999999999
+CONFIG SET timeout +5
+CONFIG SET timeout 1.5
+CONFIG SET timeout 1 2
+CONFIG SET timeout 5 maxclients abc
+CONFIG SET maxclients 0
+CONFIG SET maxclients abc
+CONFIG SET maxclients -3
+CONFIG SET maxmemory abc
+CONFIG SET maxmemory -1
+CONFIG SET maxmemory 1xb
+CONFIG SET appendonly maybe
+CONFIG SET protected-mode 1
+CONFIG SET appendfsync sometimes
+CONFIG SET maxmemory-policy foo
+CONFIG SET proto-max-bulk-len 10
+CONFIG SET proto-max-bulk-len abc
+CONFIG SET client-query-buffer-limit 5
+CONFIG SET client-query-buffer-limit x
+CONFIG SET save abc
+CONFIG SET save "3600 1 300"
+CONFIG SET save "0 1"
+CONFIG SET save "3600 -1"
 CONFIG FOO
 COMMAND COUNT x
 COMMAND FOO
