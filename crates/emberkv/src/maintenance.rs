@@ -413,6 +413,20 @@ mod tests {
     use super::*;
     use crate::{Db, Options};
 
+    /// Inserts keys `keys` (little-endian `u32`s) with values of 1,000
+    /// bytes.
+    fn insert(db: &Db, keys: std::ops::Range<u32>) {
+        let value = vec![7u8; 1000];
+        for k in keys {
+            db.insert(&k.to_le_bytes(), &value).unwrap();
+        }
+    }
+
+    /// The segment the log's tail is in.
+    fn active(core: &Core) -> u64 {
+        core.log.storage().segment_of(core.log.tail())
+    }
+
     /// The segment being written is sealed early only once a twentieth of
     /// it is garbage, or with `compress_cold_segments`: 20,000 new keys of
     /// 1,000 bytes (past `SEAL_AT` and a sixteenth of the live bytes) and
@@ -428,13 +442,8 @@ mod tests {
                 .compress_cold_segments(compress_cold);
             let db = Db::open(dir.path(), options).unwrap();
             let core = db.core();
-            let value = vec![7u8; 1000];
-            let insert = |keys: std::ops::Range<u32>| {
-                for k in keys {
-                    db.insert(&k.to_le_bytes(), &value).unwrap();
-                }
-            };
-            let active = || core.log.storage().segment_of(core.log.tail());
+            let insert = |keys| insert(&db, keys);
+            let active = || active(core);
             insert(0..20_000);
             assert!(core.log.appended() >= SEAL_AT.max(20_000_000 / 16));
             assess(core, 2.0).unwrap();
@@ -467,13 +476,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
             let core = db.core();
-            let value = vec![7u8; 1000];
-            let insert = |keys: std::ops::Range<u32>| {
-                for k in keys {
-                    db.insert(&k.to_le_bytes(), &value).unwrap();
-                }
-            };
-            let active = || core.log.storage().segment_of(core.log.tail());
+            let insert = |keys| insert(&db, keys);
             insert(0..20_000);
             core.log.seal_segment().unwrap();
             if overwrite {
@@ -490,7 +493,7 @@ mod tests {
             assert!((written - active_live) * 100 < written);
             assess(core, 2.0).unwrap();
             insert(29_000..31_000);
-            assert_eq!(active(), if overwrite { 2 } else { 1 }, "{overwrite}");
+            assert_eq!(active(core), if overwrite { 2 } else { 1 }, "{overwrite}");
         }
     }
 
