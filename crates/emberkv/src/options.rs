@@ -110,8 +110,8 @@ pub struct Options {
     /// it leaves for garbage (bound - 1 times the live bytes): past 85 %,
     /// compaction takes the segments with the most garbage whatever their
     /// share of it (at least 5 %); past 93 %, each write waits for it (up
-    /// to 50 ms). At the default of 2.0, the files reach 1.85 and 1.93
-    /// times the live bytes there; at 1.5, 1.425 and 1.465. Writers wait
+    /// to 50 ms). At the default of 2.0 those levels are 1.85 and 1.93
+    /// times the live bytes; at 1.5, 1.425 and 1.465. Writers wait
     /// where the room under 93 % ends, counted
     /// from the files' size when compaction last looked, so they stop
     /// there however late it looks again; a compactor that finds nothing
