@@ -146,9 +146,11 @@ pub(crate) struct Core {
     compaction_caught_up: (Mutex<()>, Condvar),
     /// Held while `maintenance::assess` sets where writers wait (by the
     /// maintenance thread, a foreground compaction, or a writer that
-    /// reached the limit, see [`Core::throttle`]), so that no assessment
-    /// overwrites a newer one's limit; holds [`Log::appended`] as of the
-    /// last assessment.
+    /// reached the limit, see [`Core::throttle`]), and while the limit is
+    /// raised or lifted ([`Core::raise_append_limit`],
+    /// [`Core::lift_append_limit`]), so that no assessment overwrites a
+    /// newer limit; holds [`Log::appended`] as of the last successful
+    /// assessment.
     pub(crate) assessing: Mutex<u64>,
     /// Writes that waited in [`Core::throttle`] since open.
     write_waits: AtomicU64,
@@ -331,7 +333,9 @@ impl Core {
     /// assessed it, at a log milestone; writes that add live bytes (a fill
     /// of new keys) move the room on meanwhile. So a writer that reaches
     /// the limit first assesses again itself (see
-    /// `maintenance::reassess`), and waits only if the room has ended
+    /// `maintenance::reassess`; not while another thread assesses, nor
+    /// before 1 MiB more was appended since the last assessment), and
+    /// waits only if the limit still stands after that
     /// (waits for a maintenance thread that had yet to run cost a probe
     /// of 8 threads filling fresh stores a fifth of its inserts,
     /// docs/PERFORMANCE.md).
@@ -367,11 +371,22 @@ impl Core {
     }
 
     /// Raises the limit of [`Core::set_append_limit`] to `limit`, unless
-    /// it is already higher.
+    /// it is already higher. Under `assessing`, so that a writer's
+    /// assessment in progress (`maintenance::reassess`) cannot lower it
+    /// again once it is raised.
     pub(crate) fn raise_append_limit(&self, limit: u64) {
+        let _assessing = self.assessing.lock();
         if self.append_limit.fetch_max(limit, Ordering::Relaxed) < limit {
             self.wake_throttled_writers();
         }
+    }
+
+    /// Lifts the limit of [`Core::set_append_limit`] for good (the
+    /// maintenance thread is stopping or has ended), under `assessing`, as
+    /// [`Core::raise_append_limit`].
+    pub(crate) fn lift_append_limit(&self) {
+        let _assessing = self.assessing.lock();
+        self.set_append_limit(u64::MAX);
     }
 
     fn wake_throttled_writers(&self) {
