@@ -1389,7 +1389,10 @@ mod tests {
             k += 1;
         }
         assert_eq!(waits(), 2, "after {k} overwrites");
-        assert!(k > 15_000, "waited after {k} overwrites");
+        // Well past the 2,000-odd records of the stale limit's 2 MiB (the
+        // room is about 16,000; half of it leaves a margin for the records'
+        // overhead and the slack's exact size).
+        assert!(k > 8_000, "waited after {k} overwrites");
         assert!(core.compaction_is_behind());
     }
 
