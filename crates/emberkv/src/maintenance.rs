@@ -453,9 +453,10 @@ mod tests {
     /// The segment being written is sealed early only once a twentieth of
     /// it is garbage, or with `compress_cold_segments`: 20,000 new keys of
     /// 1,000 bytes (past `SEAL_AT` and a sixteenth of the live bytes) and
-    /// 2,000 more after an assessment leave it active; overwriting 2,000
-    /// of them (8 % of it) makes the next assessment seal it where its
-    /// page ends.
+    /// 2,000 more after an assessment leave it active; so does overwriting
+    /// 800 of them (3.5 % of it; then 1,100 new keys, past a page end);
+    /// overwriting 1,200 more (8 % in all) makes the next assessment seal
+    /// it where its page ends.
     #[test]
     fn the_segment_written_is_sealed_early_once_it_holds_garbage() {
         for compress_cold in [false, true] {
@@ -479,9 +480,13 @@ mod tests {
             if compress_cold {
                 continue;
             }
-            insert(0..2_000);
+            insert(0..800);
             assess(core, 2.0).unwrap();
-            insert(22_000..24_000);
+            insert(22_000..23_100);
+            assert_eq!(active(), 0, "3.5 % of garbage");
+            insert(800..2_000);
+            assess(core, 2.0).unwrap();
+            insert(23_100..25_100);
             assert_eq!(active(), 1);
         }
     }
