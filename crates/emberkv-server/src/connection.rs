@@ -79,6 +79,10 @@ pub struct Session {
     pub watched: cmd::multi::Watched,
     /// Counters not yet added to the server's.
     pub local: Local,
+    /// The subcommand the running command dispatched to, and whether it
+    /// was refused (its arity), for INFO commandstats; set by
+    /// `cmd::dispatch_sub`, read once the command has run.
+    pub ran_sub: Option<(usize, bool)>,
 }
 
 impl Session {
@@ -95,6 +99,7 @@ impl Session {
             multi: None,
             watched: cmd::multi::Watched::default(),
             local: Local::default(),
+            ran_sub: None,
         }
     }
 }

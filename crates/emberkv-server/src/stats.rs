@@ -5,6 +5,7 @@
 //! command.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -38,6 +39,37 @@ pub struct Stats {
     /// `NOAUTH`, ...), for INFO errorstats; their sum is
     /// [`Stats::errors`].
     pub error_codes: Mutex<BTreeMap<String, u64>>,
+    /// Per command and subcommand (see [`crate::cmd::stat_slots`]), for
+    /// INFO commandstats; sized at first use.
+    per_command: OnceLock<Box<[CommandTotals]>>,
+}
+
+/// One command's counters for INFO commandstats, as Redis 7 keeps them.
+#[derive(Debug, Default)]
+pub struct CommandTotals {
+    /// Times it ran (failed runs included).
+    pub calls: AtomicU64,
+    /// Nanoseconds it ran, in all.
+    pub nanos: AtomicU64,
+    /// Times it was refused before it ran (arity, authentication).
+    pub rejected: AtomicU64,
+    /// Runs that replied with an error.
+    pub failed: AtomicU64,
+}
+
+/// One command's counts since the connection's last flush.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandCounts {
+    /// Its slot (see [`crate::cmd::stat_slots`]).
+    pub slot: usize,
+    /// As in [`CommandTotals`].
+    pub calls: u64,
+    /// As in [`CommandTotals`].
+    pub nanos: u64,
+    /// As in [`CommandTotals`].
+    pub rejected: u64,
+    /// As in [`CommandTotals`].
+    pub failed: u64,
 }
 
 /// One connection's counts since its last flush into [`Stats`].
@@ -57,9 +89,40 @@ pub struct Local {
     pub misses: u64,
     /// Write commands.
     pub changes: u64,
+    /// Counts of the commands run or refused, one entry per command seen
+    /// since the flush (few: a linear search finds them).
+    pub per_command: Vec<CommandCounts>,
 }
 
 impl Local {
+    fn counts(&mut self, slot: usize) -> &mut CommandCounts {
+        let at = match self.per_command.iter().position(|c| c.slot == slot) {
+            Some(at) => at,
+            None => {
+                self.per_command.push(CommandCounts {
+                    slot,
+                    ..CommandCounts::default()
+                });
+                self.per_command.len() - 1
+            }
+        };
+        &mut self.per_command[at]
+    }
+
+    /// Counts a run of the command in `slot` that took `nanos` and
+    /// replied with an error or not.
+    pub fn ran(&mut self, slot: usize, nanos: u64, failed: bool) {
+        let c = self.counts(slot);
+        c.calls += 1;
+        c.nanos += nanos;
+        c.failed += u64::from(failed);
+    }
+
+    /// Counts a refusal of the command in `slot` before it ran.
+    pub fn rejected(&mut self, slot: usize) {
+        self.counts(slot).rejected += 1;
+    }
+
     /// Counts an error reply: `line` is its text without the leading `-`,
     /// its first word the error code.
     pub fn error(&mut self, line: &str) {
@@ -91,13 +154,41 @@ impl Stats {
                 *codes.entry(code).or_default() += n;
             }
         }
-        *local = Local::default();
+        let totals = self.per_command();
+        let mut per_command = std::mem::take(&mut local.per_command);
+        for c in per_command.drain(..) {
+            if let Some(t) = totals.get(c.slot) {
+                add(&t.calls, c.calls);
+                add(&t.nanos, c.nanos);
+                add(&t.rejected, c.rejected);
+                add(&t.failed, c.failed);
+            }
+        }
+        *local = Local {
+            per_command,
+            ..Local::default()
+        };
+    }
+
+    /// The counters of every command and subcommand, by slot (see
+    /// [`crate::cmd::stat_slots`]).
+    pub fn per_command(&self) -> &[CommandTotals] {
+        self.per_command.get_or_init(|| {
+            (0..crate::cmd::stat_slots())
+                .map(|_| CommandTotals::default())
+                .collect()
+        })
     }
 
     /// CONFIG RESETSTAT: zeroes the counters (not `changes`, which SAVE
     /// resets).
     pub fn reset(&self) {
         self.error_codes.lock().clear();
+        for t in self.per_command() {
+            for c in [&t.calls, &t.nanos, &t.rejected, &t.failed] {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
         for c in [
             &self.connections,
             &self.rejected,

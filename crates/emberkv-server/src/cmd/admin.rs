@@ -245,9 +245,9 @@ fn config_rewrite(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     ))
 }
 
-/// INFO's sections, in the order Redis 7 prints them (its `default` set;
-/// `all` adds commandstats and latencystats, which emberkv-server does not
-/// keep).
+/// INFO's sections, in the order Redis 7 prints them: its `default` set
+/// and commandstats, which only `all`, `everything` or its name asks for
+/// (latencystats, also in `all`, is not kept).
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -257,20 +257,19 @@ const SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "modules",
+    "commandstats",
     "errorstats",
     "cluster",
     "keyspace",
 ];
 
 pub(super) fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let every = args.len() == 1
-        || args
-            .from(1)
-            .any(|a| is(a, "all") || is(a, "everything") || is(a, "default"));
+    let all = args.from(1).any(|a| is(a, "all") || is(a, "everything"));
+    let default = args.len() == 1 || args.from(1).any(|a| is(a, "default"));
     let wanted: Vec<&str> = SECTIONS
         .iter()
         .copied()
-        .filter(|s| every || args.from(1).any(|a| is(a, s)))
+        .filter(|s| all || (default && *s != "commandstats") || args.from(1).any(|a| is(a, s)))
         .collect();
     let text = info_text(ctx, &wanted)?;
     ctx.out.verbatim(text.as_bytes());
@@ -449,6 +448,30 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 );
             }
             "modules" => w.push_str("# Modules\r\n"),
+            "commandstats" => {
+                w.push_str("# Commandstats\r\n");
+                for (slot, t) in stats.per_command().iter().enumerate() {
+                    let get = |c: &std::sync::atomic::AtomicU64| {
+                        c.load(std::sync::atomic::Ordering::Relaxed)
+                    };
+                    let (calls, rejected, failed) =
+                        (get(&t.calls), get(&t.rejected), get(&t.failed));
+                    if calls == 0 && rejected == 0 && failed == 0 {
+                        continue;
+                    }
+                    let usec = get(&t.nanos) / 1000;
+                    let per_call = if calls == 0 {
+                        0.0
+                    } else {
+                        usec as f64 / calls as f64
+                    };
+                    let _ = write!(
+                        w,
+                        "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
+                        super::stat_name(slot)
+                    );
+                }
+            }
             "errorstats" => {
                 w.push_str("# Errorstats\r\n");
                 for (code, n) in stats.error_codes.lock().iter() {

@@ -8,6 +8,7 @@
 //! options before it touches the store.
 
 use std::cell::RefCell;
+use std::time::Instant;
 
 use crate::connection::Session;
 use crate::error::{CmdError, CmdResult};
@@ -940,14 +941,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
         return;
     };
     if !arity_ok(spec.arity, args.len()) {
+        ctx.session.local.rejected(i);
         ctx.refuse(&CmdError::WrongArity(spec.name.to_string()));
         return;
     }
     if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
+        ctx.session.local.rejected(i);
         ctx.refuse(&CmdError::NoAuth);
         return;
     }
     if ctx.session.multi.is_some() && spec.flags & NO_MULTI != 0 {
+        ctx.session.local.rejected(i);
         ctx.refuse(&CmdError::err("Command not allowed inside a transaction"));
         return;
     }
@@ -973,7 +977,12 @@ fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
             .store(i + 1, std::sync::atomic::Ordering::Relaxed);
     }
     ctx.session.local.commands += 1;
-    match (spec.run)(ctx, args) {
+    ctx.session.ran_sub = None;
+    let started = Instant::now();
+    let result = (spec.run)(ctx, args);
+    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    count(ctx, i, nanos, result.is_err());
+    match result {
         Ok(()) => {
             if spec.flags & WRITE != 0 {
                 ctx.session.dirty = true;
@@ -982,6 +991,70 @@ fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
         }
         Err(e) => ctx.fail(&e),
     }
+}
+
+/// Counts a run of command `i` for INFO commandstats, as Redis 7 does: a
+/// container command (CLIENT, COMMAND, CONFIG) under the subcommand it ran
+/// (`config|get`), refused if the subcommand's arity was wrong, and not
+/// at all when the subcommand is unknown (Redis finds no command then).
+fn count(ctx: &mut Ctx<'_>, i: usize, nanos: u64, failed: bool) {
+    let local = &mut ctx.session.local;
+    match ctx.session.ran_sub.take() {
+        Some((sub, true)) => local.rejected(sub_slot(i, sub)),
+        Some((sub, false)) => local.ran(sub_slot(i, sub), nanos, failed),
+        None if subcommands(COMMANDS[i].name).is_empty() => local.ran(i, nanos, failed),
+        None => {}
+    }
+}
+
+/// The first of the slots of command `i`'s subcommands, after one slot
+/// per command, for each command (0 for those without subcommands).
+fn sub_bases() -> &'static [usize] {
+    static BASES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    BASES.get_or_init(|| {
+        let mut next = COMMANDS.len();
+        COMMANDS
+            .iter()
+            .map(|spec| {
+                let base = next;
+                next += subcommands(spec.name).len();
+                base
+            })
+            .collect()
+    })
+}
+
+/// The slot of subcommand `sub` of command `i`.
+fn sub_slot(i: usize, sub: usize) -> usize {
+    sub_bases()[i] + sub
+}
+
+/// Slots of INFO commandstats' counters: one per command (its index in
+/// [`COMMANDS`]), then one per subcommand of each container command.
+pub fn stat_slots() -> usize {
+    COMMANDS.len()
+        + COMMANDS
+            .iter()
+            .map(|spec| subcommands(spec.name).len())
+            .sum::<usize>()
+}
+
+/// The name INFO commandstats gives slot `slot` (`get`, `config|get`).
+pub fn stat_name(slot: usize) -> String {
+    if let Some(spec) = COMMANDS.get(slot) {
+        return spec.name.to_string();
+    }
+    let bases = sub_bases();
+    COMMANDS
+        .iter()
+        .enumerate()
+        .find_map(|(i, spec)| {
+            let subs = subcommands(spec.name);
+            let at = slot.checked_sub(bases[i])?;
+            subs.get(at)
+                .map(|sub| format!("{}|{}", spec.name, sub.name))
+        })
+        .unwrap_or_default()
 }
 
 /// A subcommand of a container command (CLIENT, CONFIG, COMMAND).
@@ -1015,13 +1088,15 @@ fn dispatch_sub(
     subs: &[Sub],
 ) -> CmdResult {
     let name = args.get(1);
-    let Some(sub) = subs.iter().find(|s| is(name, s.name)) else {
+    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is(name, s.name)) else {
         return Err(CmdError::UnknownSubcommand {
             sub: text(&name[..name.len().min(128)]),
             container,
         });
     };
-    if !arity_ok(sub.arity, args.len()) {
+    let refused = !arity_ok(sub.arity, args.len());
+    ctx.session.ran_sub = Some((at, refused));
+    if refused {
         return Err(CmdError::WrongArity(format!(
             "{}|{}",
             container.to_ascii_lowercase(),
@@ -1045,6 +1120,24 @@ fn help(ctx: &mut Ctx<'_>, lines: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every command and subcommand has a slot of its own, named as INFO
+    /// commandstats names it.
+    #[test]
+    fn commandstats_slots_name_every_command_and_subcommand_once() {
+        let names: Vec<String> = (0..stat_slots()).map(stat_name).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        assert!(names.iter().all(|n| !n.is_empty()));
+        let (config, _) = lookup(b"config").unwrap();
+        let get = subcommands("config").iter().position(|s| s.name == "get");
+        assert_eq!(stat_name(sub_slot(config, get.unwrap())), "config|get");
+        assert!(names.contains(&"client|setname".to_string()));
+        assert!(names.contains(&"get".to_string()));
+        assert_eq!(stat_name(stat_slots()), "");
+    }
 
     #[test]
     fn table_is_sorted_and_lookup_ignores_case() {

@@ -929,6 +929,77 @@ fn info_sections_come_in_redis_order_with_cpu_and_errorstats() {
     assert_eq!(errors, "# Errorstats\r\n");
 }
 
+/// INFO commandstats counts as redis-server 7.0.15 did for the same
+/// commands (checked by hand): calls include failed runs, a refused
+/// command (wrong arity) counts as rejected, a container's calls count
+/// under the subcommand, an unknown subcommand nowhere, a command after
+/// it ran (so CONFIG RESETSTAT counts itself). Only `all`, `everything`
+/// or its name asks for the section.
+#[test]
+fn info_commandstats_counts_calls_rejections_and_failures() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    // The counts of each line, without the times (which vary).
+    let counts = |r: &mut Raw<_>| -> Vec<String> {
+        let text = String::from_utf8(as_bytes(&r.q("INFO commandstats"))).unwrap();
+        let mut lines: Vec<String> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (name, fields) = l.split_once(':').unwrap();
+                assert!(
+                    fields.contains(",usec=") && fields.contains(",usec_per_call="),
+                    "{l}"
+                );
+                let kept: Vec<&str> = fields
+                    .split(',')
+                    .filter(|f| !f.starts_with("usec"))
+                    .collect();
+                format!("{name} {}", kept.join(","))
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    for c in [
+        "SET a 1",
+        "GET a",
+        "GET",
+        "INCR a",
+        "SET a x",
+        "INCR a",
+        "CONFIG GET maxmemory",
+        "CONFIG FOO",
+    ] {
+        r.q(c);
+    }
+    assert_eq!(
+        counts(&mut r),
+        [
+            "cmdstat_config|get calls=1,rejected_calls=0,failed_calls=0",
+            "cmdstat_config|resetstat calls=1,rejected_calls=0,failed_calls=0",
+            "cmdstat_get calls=1,rejected_calls=1,failed_calls=0",
+            "cmdstat_incr calls=2,rejected_calls=0,failed_calls=1",
+            "cmdstat_set calls=2,rejected_calls=0,failed_calls=0",
+        ]
+    );
+    for (ask, has) in [
+        ("INFO", false),
+        ("INFO default", false),
+        ("INFO all", true),
+        ("INFO everything", true),
+    ] {
+        let text = String::from_utf8(as_bytes(&r.q(ask))).unwrap();
+        assert_eq!(text.contains("# Commandstats\r\ncmdstat_"), has, "{ask}");
+    }
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    assert_eq!(
+        counts(&mut r),
+        ["cmdstat_config|resetstat calls=1,rejected_calls=0,failed_calls=0"]
+    );
+}
+
 #[test]
 fn redis_crate_over_tcp_and_unix_socket() -> TestResult {
     use redis::Commands;
