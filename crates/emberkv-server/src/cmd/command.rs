@@ -187,8 +187,284 @@ fn tips(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// Redis 7's ten-element COMMAND INFO entry of a command: with its
-/// subcommands' entries, but no key specifications.
+/// A key specification of COMMAND INFO (Redis 7's `keySpec`): where the
+/// command's keys are and what it does to them. Every one here finds its
+/// first key at an argument index and the rest in a range.
+struct KeySpec {
+    notes: Option<&'static str>,
+    /// Redis's key-spec flags (`RO`, `RW`, `OW`, `RM`, `access`,
+    /// `update`, `insert`, `delete`, `variable_flags`).
+    flags: &'static [&'static str],
+    /// The argument index of the first key (`begin_search` `index`).
+    index: i64,
+    /// `find_keys` `range`: the last key, relative to the first (-1: the
+    /// last argument), the step between keys, and the limit (0: none).
+    lastkey: i64,
+    keystep: i64,
+    limit: i64,
+}
+
+/// The key specifications redis-server 7.0.15 reports for command `name`
+/// (none for commands without keys and for subcommands), so that clients
+/// that route by them (cluster clients) see the same as from Redis; the
+/// differential test compares them.
+fn key_specs(name: &str) -> &'static [KeySpec] {
+    match name {
+        "append" => &[KeySpec {
+            notes: None,
+            flags: &["RW", "insert"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "bitcount" | "bitfield_ro" | "bitpos" | "expiretime" | "get" | "getbit" | "getrange"
+        | "pexpiretime" | "pttl" | "substr" | "ttl" => &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "bitfield" => &[KeySpec {
+            notes: Some("This command allows both access and modification of the key"),
+            flags: &["RW", "access", "update", "variable_flags"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "bitop" => &[
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                index: 2,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                index: 3,
+                lastkey: -1,
+                keystep: 1,
+                limit: 0,
+            },
+        ],
+        "copy" => &[
+            KeySpec {
+                notes: None,
+                flags: &["RO", "access"],
+                index: 1,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                index: 2,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        ],
+        "decr" | "decrby" | "getset" | "incr" | "incrby" | "incrbyfloat" | "setbit" => &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "update"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "del" | "unlink" => &[KeySpec {
+            notes: None,
+            flags: &["RM", "delete"],
+            index: 1,
+            lastkey: -1,
+            keystep: 1,
+            limit: 0,
+        }],
+        "exists" | "touch" | "watch" => &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            index: 1,
+            lastkey: -1,
+            keystep: 1,
+            limit: 0,
+        }],
+        "expire" | "expireat" | "persist" | "pexpire" | "pexpireat" | "setrange" => &[KeySpec {
+            notes: None,
+            flags: &["RW", "update"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "getdel" => &[KeySpec {
+            notes: None,
+            flags: &["RW", "access", "delete"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "getex" => &[KeySpec {
+            notes: Some("RW and UPDATE because it changes the TTL"),
+            flags: &["RW", "access", "update"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "lcs" => &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            index: 1,
+            lastkey: 1,
+            keystep: 1,
+            limit: 0,
+        }],
+        "mget" => &[KeySpec {
+            notes: None,
+            flags: &["RO", "access"],
+            index: 1,
+            lastkey: -1,
+            keystep: 1,
+            limit: 0,
+        }],
+        "mset" => &[KeySpec {
+            notes: None,
+            flags: &["OW", "update"],
+            index: 1,
+            lastkey: -1,
+            keystep: 2,
+            limit: 0,
+        }],
+        "msetnx" => &[KeySpec {
+            notes: None,
+            flags: &["OW", "insert"],
+            index: 1,
+            lastkey: -1,
+            keystep: 2,
+            limit: 0,
+        }],
+        "psetex" | "setex" => &[KeySpec {
+            notes: None,
+            flags: &["OW", "update"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "rename" => &[
+            KeySpec {
+                notes: None,
+                flags: &["RW", "access", "delete"],
+                index: 1,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "update"],
+                index: 2,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        ],
+        "renamenx" => &[
+            KeySpec {
+                notes: None,
+                flags: &["RW", "access", "delete"],
+                index: 1,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+            KeySpec {
+                notes: None,
+                flags: &["OW", "insert"],
+                index: 2,
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        ],
+        "set" => &[KeySpec {
+            notes: Some("RW and ACCESS due to the optional `GET` argument"),
+            flags: &["RW", "access", "update", "variable_flags"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "setnx" => &[KeySpec {
+            notes: None,
+            flags: &["OW", "insert"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        "strlen" | "type" => &[KeySpec {
+            notes: None,
+            flags: &["RO"],
+            index: 1,
+            lastkey: 0,
+            keystep: 1,
+            limit: 0,
+        }],
+        _ => &[],
+    }
+}
+
+/// Writes `specs` as COMMAND INFO's eighth field.
+fn write_key_specs(ctx: &mut Ctx<'_>, specs: &[KeySpec]) {
+    let out = &mut *ctx.out;
+    out.array(specs.len());
+    for spec in specs {
+        out.map(3 + usize::from(spec.notes.is_some()));
+        if let Some(notes) = spec.notes {
+            out.bulk(b"notes");
+            out.bulk(notes.as_bytes());
+        }
+        out.bulk(b"flags");
+        out.set(spec.flags.len());
+        for flag in spec.flags {
+            out.simple(flag);
+        }
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"index");
+        out.bulk(b"spec");
+        out.map(1);
+        out.bulk(b"index");
+        out.int(spec.index);
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"range");
+        out.bulk(b"spec");
+        out.map(3);
+        for (field, value) in [
+            (&b"lastkey"[..], spec.lastkey),
+            (b"keystep", spec.keystep),
+            (b"limit", spec.limit),
+        ] {
+            out.bulk(field);
+            out.int(value);
+        }
+    }
+}
+
+/// Redis 7's ten-element COMMAND INFO entry of a command, with its key
+/// specifications and its subcommands' entries.
 fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
     let named = named_categories(spec);
     write_entry(ctx, spec.name, spec.arity, spec.flags, spec.keys, named);
@@ -208,7 +484,7 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
 }
 
 /// The first nine elements of a COMMAND INFO entry: name, arity, flags,
-/// key positions, ACL categories, tips, key specifications (none).
+/// key positions, ACL categories, tips, key specifications.
 fn write_entry(
     ctx: &mut Ctx<'_>,
     name: &str,
@@ -239,7 +515,7 @@ fn write_entry(
     for t in tips {
         out.bulk(t.as_bytes());
     }
-    out.array(0); // key specifications
+    write_key_specs(ctx, key_specs(name));
 }
 
 fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {

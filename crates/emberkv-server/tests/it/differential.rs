@@ -1079,14 +1079,14 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
 }
 
 /// COMMAND INFO of every command emberkv-server has: name, arity, flags,
-/// key positions, ACL categories and tips as redis-server's, in its order,
-/// and the same of each subcommand of a container that redis-server 7.0
-/// has (CLIENT SETINFO and NO-TOUCH came with 7.2); key specifications are
-/// not reported.
+/// key positions, ACL categories, tips and key specifications as
+/// redis-server's, in its order, and the same of each subcommand of a
+/// container that redis-server 7.0 has (CLIENT SETINFO and NO-TOUCH came
+/// with 7.2).
 #[test]
 fn command_info_answers_as_redis_server_does() {
-    /// A COMMAND INFO entry's first eight fields, and its subcommands'
-    /// entries by name.
+    /// A COMMAND INFO entry's first nine fields (key specifications
+    /// included), and its subcommands' entries by name.
     fn fields(entry: Frame) -> (Vec<Frame>, Vec<(Vec<u8>, Frame)>) {
         let Frame::Array(fields) = entry else {
             panic!("{entry:?}")
@@ -1105,7 +1105,7 @@ fn command_info_answers_as_redis_server_does() {
                 other => panic!("{other:?}"),
             })
             .collect();
-        (fields[..8].to_vec(), subs)
+        (fields[..9].to_vec(), subs)
     }
     compare(|pair| {
         let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
