@@ -189,7 +189,8 @@ fn tips(name: &str) -> &'static [&'static str] {
 
 /// A key specification of COMMAND INFO (Redis 7's `keySpec`): where the
 /// command's keys are and what it does to them. Every one here finds its
-/// first key at an argument index and the rest in a range.
+/// first key at an argument index and the rest in a range (with no
+/// limit).
 struct KeySpec {
     notes: Option<&'static str>,
     /// Redis's key-spec flags (`RO`, `RW`, `OW`, `RM`, `access`,
@@ -198,11 +199,59 @@ struct KeySpec {
     /// The argument index of the first key (`begin_search` `index`).
     index: i64,
     /// `find_keys` `range`: the last key, relative to the first (-1: the
-    /// last argument), the step between keys, and the limit (0: none).
+    /// last argument), and the step between keys.
     lastkey: i64,
     keystep: i64,
-    limit: i64,
 }
+
+impl KeySpec {
+    const fn range(
+        flags: &'static [&'static str],
+        index: i64,
+        lastkey: i64,
+        keystep: i64,
+    ) -> KeySpec {
+        KeySpec {
+            notes: None,
+            flags,
+            index,
+            lastkey,
+            keystep,
+        }
+    }
+
+    const fn noted(self, notes: &'static str) -> KeySpec {
+        KeySpec {
+            notes: Some(notes),
+            ..self
+        }
+    }
+}
+
+const BITFIELD_KEY: KeySpec =
+    KeySpec::range(&["RW", "access", "update", "variable_flags"], 1, 0, 1)
+        .noted("This command allows both access and modification of the key");
+const GETEX_KEY: KeySpec = KeySpec::range(&["RW", "access", "update"], 1, 0, 1)
+    .noted("RW and UPDATE because it changes the TTL");
+const OW_INSERT_AT_1: KeySpec = KeySpec::range(&["OW", "insert"], 1, 0, 1);
+const OW_INSERT_AT_1_TO_LAST_STEP_2: KeySpec = KeySpec::range(&["OW", "insert"], 1, -1, 2);
+const OW_INSERT_AT_2: KeySpec = KeySpec::range(&["OW", "insert"], 2, 0, 1);
+const OW_UPDATE_AT_1: KeySpec = KeySpec::range(&["OW", "update"], 1, 0, 1);
+const OW_UPDATE_AT_1_TO_LAST_STEP_2: KeySpec = KeySpec::range(&["OW", "update"], 1, -1, 2);
+const OW_UPDATE_AT_2: KeySpec = KeySpec::range(&["OW", "update"], 2, 0, 1);
+const RM_DELETE_AT_1_TO_LAST: KeySpec = KeySpec::range(&["RM", "delete"], 1, -1, 1);
+const RO_ACCESS_AT_1: KeySpec = KeySpec::range(&["RO", "access"], 1, 0, 1);
+const RO_ACCESS_AT_1_AND_NEXT: KeySpec = KeySpec::range(&["RO", "access"], 1, 1, 1);
+const RO_ACCESS_AT_1_TO_LAST: KeySpec = KeySpec::range(&["RO", "access"], 1, -1, 1);
+const RO_ACCESS_AT_3_TO_LAST: KeySpec = KeySpec::range(&["RO", "access"], 3, -1, 1);
+const RO_AT_1: KeySpec = KeySpec::range(&["RO"], 1, 0, 1);
+const RO_AT_1_TO_LAST: KeySpec = KeySpec::range(&["RO"], 1, -1, 1);
+const RW_ACCESS_DELETE_AT_1: KeySpec = KeySpec::range(&["RW", "access", "delete"], 1, 0, 1);
+const RW_ACCESS_UPDATE_AT_1: KeySpec = KeySpec::range(&["RW", "access", "update"], 1, 0, 1);
+const RW_INSERT_AT_1: KeySpec = KeySpec::range(&["RW", "insert"], 1, 0, 1);
+const RW_UPDATE_AT_1: KeySpec = KeySpec::range(&["RW", "update"], 1, 0, 1);
+const SET_KEY: KeySpec = KeySpec::range(&["RW", "access", "update", "variable_flags"], 1, 0, 1)
+    .noted("RW and ACCESS due to the optional `GET` argument");
 
 /// The key specifications redis-server 7.0.15 reports for command `name`
 /// (none for commands without keys and for subcommands), so that clients
@@ -210,215 +259,32 @@ struct KeySpec {
 /// differential test compares them.
 fn key_specs(name: &str) -> &'static [KeySpec] {
     match name {
-        "append" => &[KeySpec {
-            notes: None,
-            flags: &["RW", "insert"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
+        "append" => &[RW_INSERT_AT_1],
         "bitcount" | "bitfield_ro" | "bitpos" | "expiretime" | "get" | "getbit" | "getrange"
-        | "pexpiretime" | "pttl" | "substr" | "ttl" => &[KeySpec {
-            notes: None,
-            flags: &["RO", "access"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "bitfield" => &[KeySpec {
-            notes: Some("This command allows both access and modification of the key"),
-            flags: &["RW", "access", "update", "variable_flags"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "bitop" => &[
-            KeySpec {
-                notes: None,
-                flags: &["OW", "update"],
-                index: 2,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-            KeySpec {
-                notes: None,
-                flags: &["RO", "access"],
-                index: 3,
-                lastkey: -1,
-                keystep: 1,
-                limit: 0,
-            },
-        ],
-        "copy" => &[
-            KeySpec {
-                notes: None,
-                flags: &["RO", "access"],
-                index: 1,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-            KeySpec {
-                notes: None,
-                flags: &["OW", "update"],
-                index: 2,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        ],
-        "decr" | "decrby" | "getset" | "incr" | "incrby" | "incrbyfloat" | "setbit" => &[KeySpec {
-            notes: None,
-            flags: &["RW", "access", "update"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "del" | "unlink" => &[KeySpec {
-            notes: None,
-            flags: &["RM", "delete"],
-            index: 1,
-            lastkey: -1,
-            keystep: 1,
-            limit: 0,
-        }],
-        "exists" | "touch" | "watch" => &[KeySpec {
-            notes: None,
-            flags: &["RO"],
-            index: 1,
-            lastkey: -1,
-            keystep: 1,
-            limit: 0,
-        }],
-        "expire" | "expireat" | "persist" | "pexpire" | "pexpireat" | "setrange" => &[KeySpec {
-            notes: None,
-            flags: &["RW", "update"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "getdel" => &[KeySpec {
-            notes: None,
-            flags: &["RW", "access", "delete"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "getex" => &[KeySpec {
-            notes: Some("RW and UPDATE because it changes the TTL"),
-            flags: &["RW", "access", "update"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "lcs" => &[KeySpec {
-            notes: None,
-            flags: &["RO", "access"],
-            index: 1,
-            lastkey: 1,
-            keystep: 1,
-            limit: 0,
-        }],
-        "mget" => &[KeySpec {
-            notes: None,
-            flags: &["RO", "access"],
-            index: 1,
-            lastkey: -1,
-            keystep: 1,
-            limit: 0,
-        }],
-        "mset" => &[KeySpec {
-            notes: None,
-            flags: &["OW", "update"],
-            index: 1,
-            lastkey: -1,
-            keystep: 2,
-            limit: 0,
-        }],
-        "msetnx" => &[KeySpec {
-            notes: None,
-            flags: &["OW", "insert"],
-            index: 1,
-            lastkey: -1,
-            keystep: 2,
-            limit: 0,
-        }],
-        "psetex" | "setex" => &[KeySpec {
-            notes: None,
-            flags: &["OW", "update"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "rename" => &[
-            KeySpec {
-                notes: None,
-                flags: &["RW", "access", "delete"],
-                index: 1,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-            KeySpec {
-                notes: None,
-                flags: &["OW", "update"],
-                index: 2,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        ],
-        "renamenx" => &[
-            KeySpec {
-                notes: None,
-                flags: &["RW", "access", "delete"],
-                index: 1,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-            KeySpec {
-                notes: None,
-                flags: &["OW", "insert"],
-                index: 2,
-                lastkey: 0,
-                keystep: 1,
-                limit: 0,
-            },
-        ],
-        "set" => &[KeySpec {
-            notes: Some("RW and ACCESS due to the optional `GET` argument"),
-            flags: &["RW", "access", "update", "variable_flags"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "setnx" => &[KeySpec {
-            notes: None,
-            flags: &["OW", "insert"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
-        "strlen" | "type" => &[KeySpec {
-            notes: None,
-            flags: &["RO"],
-            index: 1,
-            lastkey: 0,
-            keystep: 1,
-            limit: 0,
-        }],
+        | "pexpiretime" | "pttl" | "substr" | "ttl" => &[RO_ACCESS_AT_1],
+        "bitfield" => &[BITFIELD_KEY],
+        "bitop" => &[OW_UPDATE_AT_2, RO_ACCESS_AT_3_TO_LAST],
+        "copy" => &[RO_ACCESS_AT_1, OW_UPDATE_AT_2],
+        "decr" | "decrby" | "getset" | "incr" | "incrby" | "incrbyfloat" | "setbit" => {
+            &[RW_ACCESS_UPDATE_AT_1]
+        }
+        "del" | "unlink" => &[RM_DELETE_AT_1_TO_LAST],
+        "exists" | "touch" | "watch" => &[RO_AT_1_TO_LAST],
+        "expire" | "expireat" | "persist" | "pexpire" | "pexpireat" | "setrange" => {
+            &[RW_UPDATE_AT_1]
+        }
+        "getdel" => &[RW_ACCESS_DELETE_AT_1],
+        "getex" => &[GETEX_KEY],
+        "lcs" => &[RO_ACCESS_AT_1_AND_NEXT],
+        "mget" => &[RO_ACCESS_AT_1_TO_LAST],
+        "mset" => &[OW_UPDATE_AT_1_TO_LAST_STEP_2],
+        "msetnx" => &[OW_INSERT_AT_1_TO_LAST_STEP_2],
+        "psetex" | "setex" => &[OW_UPDATE_AT_1],
+        "rename" => &[RW_ACCESS_DELETE_AT_1, OW_UPDATE_AT_2],
+        "renamenx" => &[RW_ACCESS_DELETE_AT_1, OW_INSERT_AT_2],
+        "set" => &[SET_KEY],
+        "setnx" => &[OW_INSERT_AT_1],
+        "strlen" | "type" => &[RO_AT_1],
         _ => &[],
     }
 }
@@ -426,7 +292,7 @@ fn key_specs(name: &str) -> &'static [KeySpec] {
 /// Writes `specs` as COMMAND INFO's eighth field.
 fn write_key_specs(ctx: &mut Ctx<'_>, specs: &[KeySpec]) {
     let out = &mut *ctx.out;
-    out.array(specs.len());
+    out.set(specs.len());
     for spec in specs {
         out.map(3 + usize::from(spec.notes.is_some()));
         if let Some(notes) = spec.notes {
@@ -438,28 +304,28 @@ fn write_key_specs(ctx: &mut Ctx<'_>, specs: &[KeySpec]) {
         for flag in spec.flags {
             out.simple(flag);
         }
-        out.bulk(b"begin_search");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"index");
-        out.bulk(b"spec");
-        out.map(1);
-        out.bulk(b"index");
-        out.int(spec.index);
-        out.bulk(b"find_keys");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"range");
-        out.bulk(b"spec");
-        out.map(3);
-        for (field, value) in [
+        write_search(out, b"begin_search", b"index", &[(b"index", spec.index)]);
+        let range = [
             (&b"lastkey"[..], spec.lastkey),
             (b"keystep", spec.keystep),
-            (b"limit", spec.limit),
-        ] {
-            out.bulk(field);
-            out.int(value);
-        }
+            (b"limit", 0),
+        ];
+        write_search(out, b"find_keys", b"range", &range);
+    }
+}
+
+/// A key spec's `begin_search` or `find_keys`: its type and its integer
+/// fields.
+fn write_search(out: &mut crate::reply::Reply, name: &[u8], kind: &[u8], fields: &[(&[u8], i64)]) {
+    out.bulk(name);
+    out.map(2);
+    out.bulk(b"type");
+    out.bulk(kind);
+    out.bulk(b"spec");
+    out.map(fields.len());
+    for &(field, value) in fields {
+        out.bulk(field);
+        out.int(value);
     }
 }
 
@@ -469,7 +335,13 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
     let named = named_categories(spec);
     write_entry(ctx, spec.name, spec.arity, spec.flags, spec.keys, named);
     let subs = subcommands(spec.name);
-    ctx.out.array(subs.len());
+    // As Redis 7 replies (`addReplyCommandSubCommands`): an empty set for
+    // a command without subcommands, an array of them otherwise.
+    if subs.is_empty() {
+        ctx.out.set(0);
+    } else {
+        ctx.out.array(subs.len());
+    }
     // A subcommand has the categories its container's table names.
     let named: &[&str] = if spec.name == "config" {
         &[]
@@ -479,7 +351,7 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
     for sub in subs {
         let name = format!("{}|{}", spec.name, sub.name);
         write_entry(ctx, &name, sub.arity, sub.flags, (0, 0, 0), named);
-        ctx.out.array(0); // subcommands
+        ctx.out.set(0); // subcommands
     }
 }
 
