@@ -1007,8 +1007,9 @@ fn count(ctx: &mut Ctx<'_>, i: usize, nanos: u64, failed: bool) {
     }
 }
 
-/// The first of the slots of command `i`'s subcommands, after one slot
-/// per command, for each command (0 for those without subcommands).
+/// For each command, the first of the slots of its subcommands, which
+/// come after one slot per command (for a command without subcommands,
+/// where the next container's start: never used).
 fn sub_bases() -> &'static [usize] {
     static BASES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
     BASES.get_or_init(|| {
