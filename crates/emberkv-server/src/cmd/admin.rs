@@ -451,15 +451,15 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
             "commandstats" => {
                 w.push_str("# Commandstats\r\n");
                 for (slot, t) in stats.per_command().iter().enumerate() {
-                    let get = |c: &std::sync::atomic::AtomicU64| {
-                        c.load(std::sync::atomic::Ordering::Relaxed)
-                    };
-                    let (calls, rejected, failed) =
-                        (get(&t.calls), get(&t.rejected), get(&t.failed));
+                    let (calls, rejected, failed) = (
+                        Stats::get(&t.calls),
+                        Stats::get(&t.rejected),
+                        Stats::get(&t.failed),
+                    );
                     if calls == 0 && rejected == 0 && failed == 0 {
                         continue;
                     }
-                    let usec = get(&t.nanos) / 1000;
+                    let usec = Stats::get(&t.nanos) / 1000;
                     let per_call = if calls == 0 {
                         0.0
                     } else {

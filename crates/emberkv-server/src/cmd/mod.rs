@@ -999,61 +999,51 @@ fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
 /// at all when the subcommand is unknown (Redis finds no command then).
 fn count(ctx: &mut Ctx<'_>, i: usize, nanos: u64, failed: bool) {
     let local = &mut ctx.session.local;
+    let bases = sub_bases();
     match ctx.session.ran_sub.take() {
-        Some((sub, true)) => local.rejected(sub_slot(i, sub)),
-        Some((sub, false)) => local.ran(sub_slot(i, sub), nanos, failed),
-        None if subcommands(COMMANDS[i].name).is_empty() => local.ran(i, nanos, failed),
+        Some((sub, true)) => local.rejected(bases[i] + sub),
+        Some((sub, false)) => local.ran(bases[i] + sub, nanos, failed),
+        None if bases[i] == bases[i + 1] => local.ran(i, nanos, failed),
         None => {}
     }
 }
 
-/// For each command, the first of the slots of its subcommands, which
-/// come after one slot per command (for a command without subcommands,
-/// where the next container's start: never used).
+/// INFO commandstats' counters have one slot per command (its index in
+/// [`COMMANDS`]), then one per subcommand of each container command. For
+/// command `i`, entry `i` is the first slot of its subcommands and entry
+/// `i + 1` the end of them (equal for a command without subcommands);
+/// the last entry is the number of slots.
 fn sub_bases() -> &'static [usize] {
     static BASES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
     BASES.get_or_init(|| {
-        let mut next = COMMANDS.len();
-        COMMANDS
-            .iter()
-            .map(|spec| {
-                let base = next;
-                next += subcommands(spec.name).len();
-                base
-            })
-            .collect()
+        let mut bases = vec![COMMANDS.len()];
+        for spec in COMMANDS {
+            bases.push(bases[bases.len() - 1] + subcommands(spec.name).len());
+        }
+        bases
     })
 }
 
-/// The slot of subcommand `sub` of command `i`.
-fn sub_slot(i: usize, sub: usize) -> usize {
-    sub_bases()[i] + sub
-}
-
-/// Slots of INFO commandstats' counters: one per command (its index in
-/// [`COMMANDS`]), then one per subcommand of each container command.
+/// Slots of INFO commandstats' counters (see [`sub_bases`]).
 pub fn stat_slots() -> usize {
-    COMMANDS.len()
-        + COMMANDS
-            .iter()
-            .map(|spec| subcommands(spec.name).len())
-            .sum::<usize>()
+    sub_bases()[COMMANDS.len()]
 }
 
-/// The name INFO commandstats gives slot `slot` (`get`, `config|get`).
+/// The name INFO commandstats gives slot `slot` (`get`, `config|get`);
+/// empty past the last.
 pub fn stat_name(slot: usize) -> String {
     if let Some(spec) = COMMANDS.get(slot) {
         return spec.name.to_string();
     }
+    // The last command whose subcommands start at or before `slot`: the
+    // container whose range holds it.
     let bases = sub_bases();
+    let i = bases.partition_point(|&base| base <= slot) - 1;
     COMMANDS
-        .iter()
-        .enumerate()
-        .find_map(|(i, spec)| {
-            let subs = subcommands(spec.name);
-            let at = slot.checked_sub(bases[i])?;
-            subs.get(at)
-                .map(|sub| format!("{}|{}", spec.name, sub.name))
+        .get(i)
+        .and_then(|spec| {
+            let sub = subcommands(spec.name).get(slot - bases[i])?;
+            Some(format!("{}|{}", spec.name, sub.name))
         })
         .unwrap_or_default()
 }
@@ -1134,7 +1124,7 @@ mod tests {
         assert!(names.iter().all(|n| !n.is_empty()));
         let (config, _) = lookup(b"config").unwrap();
         let get = subcommands("config").iter().position(|s| s.name == "get");
-        assert_eq!(stat_name(sub_slot(config, get.unwrap())), "config|get");
+        assert_eq!(stat_name(sub_bases()[config] + get.unwrap()), "config|get");
         assert!(names.contains(&"client|setname".to_string()));
         assert!(names.contains(&"get".to_string()));
         assert_eq!(stat_name(stat_slots()), "");

@@ -1078,6 +1078,21 @@ fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
     args
 }
 
+/// The names emberkv-server's COMMAND LIST gives (sent to both servers).
+fn command_names(pair: &mut Pair) -> Vec<Vec<u8>> {
+    let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
+    let Frame::Array(names) = names else {
+        panic!("COMMAND LIST: {names:?}")
+    };
+    names
+        .into_iter()
+        .map(|name| match name {
+            Frame::Bulk(name) => name.to_vec(),
+            other => panic!("a command name: {other:?}"),
+        })
+        .collect()
+}
+
 /// COMMAND INFO of every command emberkv-server has: name, arity, flags,
 /// key positions, ACL categories, tips and key specifications as
 /// redis-server's, in its order, and the same of each subcommand of a
@@ -1108,17 +1123,11 @@ fn command_info_answers_as_redis_server_does() {
         (fields[..9].to_vec(), subs)
     }
     compare(|pair| {
-        let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
-        let Frame::Array(names) = names else {
-            panic!("COMMAND LIST: {names:?}")
-        };
+        let names = command_names(pair);
         assert!(names.len() > 70);
         let mut subcommands = 0;
         for name in names {
-            let Frame::Bulk(name) = name else {
-                panic!("a command name: {name:?}")
-            };
-            let args = [b"COMMAND".to_vec(), b"INFO".to_vec(), name.to_vec()];
+            let args = [b"COMMAND".to_vec(), b"INFO".to_vec(), name.clone()];
             let (redis, ember) = pair.send_uncompared(&args);
             let one = |f: Frame| match f {
                 Frame::Array(mut one) if one.len() == 1 => fields(one.remove(0)),
@@ -1164,20 +1173,13 @@ fn command_info_answers_as_redis_server_does() {
 fn command_info_in_resp3_answers_as_redis_server_does() {
     compare(|pair| {
         pair.send_uncompared(&words("HELLO 3"));
-        let (_, names) = pair.send_uncompared(&words("COMMAND LIST"));
-        let Frame::Array(names) = names else {
-            panic!("COMMAND LIST: {names:?}")
-        };
         let containers = [&b"client"[..], b"command", b"config"];
         let mut compared = 0;
-        for name in names {
-            let Frame::Bulk(name) = name else {
-                panic!("a command name: {name:?}")
-            };
+        for name in command_names(pair) {
             if containers.contains(&&name[..]) {
                 continue;
             }
-            pair.send(&[b"COMMAND".to_vec(), b"INFO".to_vec(), name.to_vec()]);
+            pair.send(&[b"COMMAND".to_vec(), b"INFO".to_vec(), name]);
             compared += 1;
         }
         assert!(compared > 65, "{compared} commands compared");
