@@ -76,21 +76,8 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         // the file may be allocated ahead of them.
         let len = storage.written_len(seg)?;
         let live = live.get(&seg).copied().unwrap_or(0);
-        // Only dead records are reclaimable: the header and the pads come
-        // back with the copies, and so do tombstones compaction carried
-        // here, unless the segment is the oldest (then they are dropped).
-        let carried = if oldest {
-            0
-        } else {
-            core.carried_tombstones
-                .lock()
-                .get(&seg)
-                .copied()
-                .unwrap_or(0)
-        };
+        let dead = dead_bytes(core, seg, len, live, oldest);
         oldest = false;
-        let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg) + carried;
-        let dead = len.saturating_sub(overhead + live);
         let garbage = dead as f64 / len.max(1) as f64;
         if dead > 0 && garbage >= min_garbage && !damaged {
             picked.push((garbage, seg));
@@ -98,6 +85,25 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
     }
     picked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     Ok(picked.into_iter().map(|(_, seg)| seg).collect())
+}
+
+/// Bytes of dead records (overwritten, removed or expired) in segment
+/// `seg` of `len` bytes, `live` of them live records: only those are
+/// reclaimable. The header and the pads come back with the copies, and so
+/// do tombstones compaction carried there, unless the segment is the
+/// `oldest` (then they are dropped).
+pub(crate) fn dead_bytes(core: &Core, seg: u64, len: u64, live: u64, oldest: bool) -> u64 {
+    let carried = if oldest {
+        0
+    } else {
+        core.carried_tombstones
+            .lock()
+            .get(&seg)
+            .copied()
+            .unwrap_or(0)
+    };
+    let overhead = SEGMENT_HEADER_BYTES + core.log.pad_bytes(seg) + carried;
+    len.saturating_sub(overhead + live)
 }
 
 /// Compacts the segments whose garbage share is at least `min_garbage`,

@@ -8,7 +8,6 @@ use crate::db::Core;
 use crate::error::Result;
 use crate::expiry;
 use crate::recovery::Chunk;
-use crate::storage::SEGMENT_HEADER_BYTES;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::thread::{self, JoinHandle};
 
@@ -30,7 +29,7 @@ const CHECKPOINT_EVERY: u64 = 64 << 20;
 /// much of the space bound alone.
 const SEAL_AT: u64 = 8 << 20;
 
-/// Least share of garbage (dead records, as [`compaction::candidates`]
+/// Least share of garbage (dead records, as [`compaction::dead_bytes`]
 /// counts them: not the header, pads or carried tombstones; 5 %, as
 /// [`GREEDY_MIN_GARBAGE`]) that makes the segment being written due for an
 /// early seal (with [`crate::Options::compress_cold_segments`], any
@@ -348,17 +347,9 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     // Sealed where the page ends, so that the seal pads nothing; at once
     // when a request has been pending for half an interval (no page filled
     // since: the writers are slow or idle).
-    // Dead records only, as `compaction::candidates` counts them: the
-    // header, pads and carried tombstones come back with the copies (pads
-    // alone are 12 % of a segment of values of 300 KiB, three to a page).
-    let carried = core
-        .carried_tombstones
-        .lock()
-        .get(&active)
-        .copied()
-        .unwrap_or(0);
-    let kept = SEGMENT_HEADER_BYTES + log.pad_bytes(active) + carried;
-    let garbage = written.saturating_sub(active_live + kept) as f64;
+    // Dead records only, as compaction counts them (pads alone are 12 % of
+    // a segment of values of 300 KiB, three to a page).
+    let garbage = compaction::dead_bytes(core, active, written, active_live, false) as f64;
     let greedy = on_disk > cap(GREEDY_SHARE);
     let worth_sealing = core.compress_cold || greedy || garbage >= SEAL_GARBAGE * written as f64;
     if written >= SEAL_AT.max(live / 16) && worth_sealing {
