@@ -155,7 +155,8 @@ pub struct Options {
     /// operations per second (2.04x fjall in a run with the peers), `ycsb-a`
     /// 638k-639k and `ycsb-f` 609k-616k (2.2x sled); at 1.5 (one run),
     /// `overwrite` 308k, `ycsb-a` 433k and `ycsb-f` 395k (1.4x-1.5x the
-    /// same peers' rates), the overwrite burst ending at 1.52 times the
+    /// peers' rates of the run above, not measured beside them), the
+    /// overwrite burst ending at 1.52 times the
     /// logical bytes. Choose 1.5 when disk space matters more than the
     /// rate of updates.
     pub max_space_amplification: f64,
