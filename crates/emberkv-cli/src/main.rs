@@ -31,8 +31,12 @@ const AFTER_HELP: &str = "\
 The store:
   STORE_DIR comes first, before the command. Every command except `insert`
   and `import` needs an existing store there; those two create one (with
-  default options) when the directory holds none. A store is opened with an
-  exclusive lock: a store in use by a running process is reported as locked.
+  default options) when the directory holds none. `get`, `stats`, `export`,
+  `backup`, `check` and `salvage` only read: they open the store read-only
+  and change no byte of it (a torn tail the last crash left is read past, not
+  cut), and they may run beside each other. The other commands write, and
+  open the store alone. A store in use by a running process, or by a command
+  that writes, is reported as locked.
 
 Keys and values:
   A key or value that starts with '-' (other than a number such as -5) goes
@@ -220,7 +224,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     bytes.len()
                 );
             }
-            let db = open(store)?;
+            let db = open_read_only(store)?;
             let value = db.get(&bytes)?;
             db.close()?;
             let Some(value) = value else {
@@ -284,7 +288,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Backup { dest } => {
-            let db = open(store)?;
+            let db = open_read_only(store)?;
             db.backup(&dest)
                 .with_context(|| format!("backup to {} failed", dest.display()))?;
             db.close()?;
@@ -336,6 +340,26 @@ fn open_or_create(dir: &Path) -> Result<Db> {
     Ok(db)
 }
 
+/// Opens the existing store in `dir` read-only (`Options::read_only`): the
+/// commands that only read change no byte of it, and may run beside each
+/// other (not beside a writer); says on stderr when the newest segment
+/// ends in a torn tail, which the open ignores.
+fn open_read_only(dir: &Path) -> Result<Db> {
+    require_store(dir)?;
+    let db = Db::open(dir, Options::default().read_only(true))
+        .map_err(|e| store_error(e, "open", dir))?;
+    let torn = db.stats().map_or(0, |s| s.torn_bytes_cut);
+    if torn > 0 {
+        say!(
+            "warning: {} ends in {torn} bytes of a torn write in its newest segment \
+             (records the last crash left unfinished, or damage past the durable mark): \
+             read past, and cut off by the next command that writes",
+            dir.display()
+        );
+    }
+    Ok(db)
+}
+
 /// Fails unless `dir` holds an emberkv store.
 fn require_store(dir: &Path) -> Result<()> {
     if !dir.join(META_FILE).is_file() {
@@ -363,7 +387,7 @@ fn store_error(e: emberkv::Error, verb: &str, dir: &Path) -> anyhow::Error {
 
 /// `stats`: the counters as aligned text lines, or one JSON object.
 fn stats(dir: &Path, json: bool) -> Result<()> {
-    let db = open(dir)?;
+    let db = open_read_only(dir)?;
     let s = db.stats()?;
     db.close()?;
     let mut out = io::stdout().lock();
@@ -422,7 +446,7 @@ fn check(dir: &Path) -> Result<ExitCode> {
 /// `export`: every live record as a JSON line, to `file` or stdout;
 /// returns how many damaged records `skip_damaged` skipped.
 fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
-    let db = open(dir)?;
+    let db = open_read_only(dir)?;
     if let Some(path) = file {
         outside_store(dir, path)?;
     }
@@ -438,7 +462,7 @@ fn export(dir: &Path, file: Option<&Path>, skip_damaged: bool) -> Result<u64> {
             item => item?,
         };
         // `iter` gives no expiry; `None` here means the key expired since
-        // `iter` read it (this process holds the store's only handle).
+        // `iter` read it (no writer can have the store open meanwhile).
         let Some(expiry) = db.expiry(&key)? else {
             continue;
         };

@@ -84,8 +84,8 @@ impl fmt::Display for CheckReport {
 /// [`Error::Io`](crate::Error::Io).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
-    let _lock = meta::lock_existing(dir)?;
-    let meta = meta::load_or_create(dir, 30)?;
+    let _lock = meta::lock_shared(dir)?;
+    let meta = meta::load(dir)?;
     let hasher = KeyHasher::new(meta.hash_seed);
     let storage = Segments::read_only(dir, meta.segment_bits, meta.store_id);
     let index = Index::with_capacity(0);

@@ -41,7 +41,8 @@ pub struct Db {
     core: Arc<Core>,
     flusher: Mutex<Option<Flusher>>,
     maintenance: Mutex<Option<Maintenance>>,
-    /// Holds the store's exclusive `flock` until the `Db` is gone.
+    /// Holds the store's `flock` (exclusive, or shared when read-only)
+    /// until the `Db` is gone.
     _lock: File,
 }
 
@@ -113,6 +114,8 @@ pub(crate) struct Core {
     pub(crate) log: Arc<Log>,
     pub(crate) hasher: KeyHasher,
     pub(crate) sync_writes: bool,
+    /// Opened with [`Options::read_only`]: every write fails.
+    read_only: bool,
     /// The manifest of retired segments, as last stored.
     pub(crate) retired: Mutex<Retired>,
     /// Held for a whole compaction pass: one at a time.
@@ -172,6 +175,10 @@ pub(crate) struct Core {
 /// Longest a write waits for compaction to catch up: 50 ms. A bound, not a
 /// rate: writers keep going (slowly) even if compaction cannot catch up.
 const THROTTLE_WAIT: Duration = Duration::from_millis(50);
+
+/// The hot tier of a read-only handle, in bytes: the least
+/// [`Options::hot_bytes`] allows (4 pages); nothing is appended to it.
+const READ_ONLY_HOT_BYTES: usize = 4 * crate::log::PAGE_BYTES;
 
 impl Core {
     /// Writes an index checkpoint covering everything durable now.
@@ -265,6 +272,7 @@ impl Core {
         by: By,
         decide: impl FnOnce(Option<Old>) -> Result<(Action<'a>, R)>,
     ) -> Result<R> {
+        self.writable()?;
         let hash = self.hasher.hash(key);
         let durable_at;
         let result;
@@ -320,6 +328,15 @@ impl Core {
             self.throttle();
         }
         Ok(result)
+    }
+
+    /// Fails with [`Error::ReadOnly`] on a read-only handle: every write
+    /// path asks first.
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
     }
 
     /// Makes a writer wait (at most [`THROTTLE_WAIT`]) while compaction
@@ -481,6 +498,7 @@ impl Core {
     }
 
     fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.writable()?;
         let ops = batch.last_per_key();
         for op in &ops {
             self.check_sizes(op.key(), op.value().unwrap_or_default())?;
@@ -598,28 +616,41 @@ impl Db {
         hasher: impl FnOnce(u64) -> KeyHasher,
     ) -> Result<Db> {
         options.validate()?;
+        let read_only = options.read_only;
         let cache = ReadCache::new(options.read_cache_bytes)?;
-        let lock = meta::lock(dir)?;
-        let mut meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
+        let (lock, mut meta, storage);
+        if read_only {
+            lock = meta::lock_shared(dir)?;
+            meta = meta::load(dir)?;
+            storage = Segments::read_only(dir, meta.segment_bits, meta.store_id)
+                .mapping_reads(options.map_cold_reads);
+        } else {
+            lock = meta::lock(dir)?;
+            meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
+            storage = Segments::for_store(
+                dir,
+                meta.segment_bits,
+                meta.store_id,
+                options.map_cold_reads,
+                if options.sync_writes {
+                    Ahead::Zeros
+                } else {
+                    Ahead::Allocate
+                },
+            );
+        }
         let hasher = hasher(meta.hash_seed);
-        let storage = Segments::for_store(
-            dir,
-            meta.segment_bits,
-            meta.store_id,
-            options.map_cold_reads,
-            if options.sync_writes {
-                Ahead::Zeros
-            } else {
-                Ahead::Allocate
-            },
-        );
         let retired = manifest::load(dir)?;
-        // The log goes on in the newest segment, and recovery may cut its
-        // torn tail: when another store shares its file (a backup's hard
-        // link, see `Db::backup`), it first gets a copy of its own.
-        let newest = storage.list()?.into_iter().rfind(|&s| !retired.contains(s));
-        if let Some(newest) = newest {
-            storage.unshare(newest)?;
+        if !read_only {
+            // The log goes on in the newest segment, and recovery may cut
+            // its torn tail: when another store shares its file (a
+            // backup's hard link, see `Db::backup`), it first gets a copy
+            // of its own.
+            let newest = storage.list()?.into_iter().rfind(|&s| !retired.contains(s));
+            if let Some(newest) = newest {
+                storage.unshare(newest)?;
+            }
+            Dictionary::remove_leftover(dir);
         }
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
         let codec = Arc::new(Codec::new(
@@ -648,7 +679,11 @@ impl Db {
         let torn = std::cell::Cell::new(0);
         let replay = |index: &Index, from| {
             let mut found = recovery::Replayed::default();
-            let mode = recovery::Mode::Repair;
+            let mode = if read_only {
+                recovery::Mode::Read
+            } else {
+                recovery::Mode::Repair
+            };
             let span = recovery::Span { from, claimed };
             let tail = recovery::replay(&storage, &retired, index, &hasher, mode, span, &mut found);
             torn.set(torn.get() + found.torn_bytes);
@@ -681,18 +716,22 @@ impl Db {
                 (index, 0, tail, pads)
             }
         };
-        // Recovered: mark an older store with this format before anything
-        // can write a record an older build would misread.
-        meta::upgrade(dir, &mut meta)?;
-        let log = Arc::new(Log::new(
-            storage,
-            options.hot_bytes,
-            cache,
-            codec,
-            tail,
-            pads,
-        ));
-        let flusher = Flusher::spawn(Arc::clone(&log), options.flush_interval)?;
+        if !read_only {
+            // Recovered: mark an older store with this format before
+            // anything can write a record an older build would misread.
+            meta::upgrade(dir, &mut meta)?;
+        }
+        let hot_bytes = if read_only {
+            READ_ONLY_HOT_BYTES
+        } else {
+            options.hot_bytes
+        };
+        let log = Arc::new(Log::new(storage, hot_bytes, cache, codec, tail, pads));
+        let flusher = if read_only {
+            None
+        } else {
+            Some(Flusher::spawn(Arc::clone(&log), options.flush_interval)?)
+        };
         let core = Arc::new(Core {
             store_id: meta.store_id,
             checkpointed: AtomicU64::new(from),
@@ -701,6 +740,7 @@ impl Db {
             log,
             hasher,
             sync_writes: options.sync_writes,
+            read_only,
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
@@ -721,11 +761,18 @@ impl Db {
             compaction_caught_up: (Mutex::new(()), Condvar::new()),
             assessing: Mutex::new(0),
         });
-        let maintenance = Maintenance::spawn(Arc::clone(&core), options.compaction_garbage)?;
+        let maintenance = if read_only {
+            None
+        } else {
+            Some(Maintenance::spawn(
+                Arc::clone(&core),
+                options.compaction_garbage,
+            )?)
+        };
         Ok(Db {
             core,
-            flusher: Mutex::new(Some(flusher)),
-            maintenance: Mutex::new(Some(maintenance)),
+            flusher: Mutex::new(flusher),
+            maintenance: Mutex::new(maintenance),
             _lock: lock,
         })
     }
@@ -1030,6 +1077,7 @@ impl Db {
     /// cleared before an error stay cleared.
     pub fn clear(&self) -> Result<u64> {
         let core = &*self.core;
+        core.writable()?;
         let mut live = 0;
         let mut scratch = Vec::new();
         for shard in 0..crate::index::SHARDS {
@@ -1135,6 +1183,7 @@ impl Db {
     /// # Errors
     /// [`Error::Io`]; as for [`Db::sync`].
     pub fn compact(&self) -> Result<CompactionReport> {
+        self.core.writable()?;
         let storage = self.core.log.storage();
         let active = storage.segment_of(self.core.log.tail());
         let live = self
@@ -1245,6 +1294,9 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        if self.core.read_only {
+            return Ok(());
+        }
         self.stop_maintenance();
         if let Some(mut flusher) = self.flusher.lock().take() {
             flusher.stop();

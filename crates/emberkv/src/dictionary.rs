@@ -124,6 +124,13 @@ impl Dictionary {
         (with as f64 <= plain as f64 * (1.0 - MIN_GAIN)).then_some(dictionary)
     }
 
+    /// Deletes what a crash in [`Dictionary::store`] may have left (the
+    /// file it writes before renaming it), for a writable open: the tools
+    /// that only read a store leave it be.
+    pub(crate) fn remove_leftover(dir: &Path) {
+        let _ = fs::remove_file(dir.join(TMP));
+    }
+
     /// Loads the store's dictionary from `dir`, if it has one, prepared
     /// for compression at `level`.
     ///
@@ -132,7 +139,6 @@ impl Dictionary {
     /// or not a dictionary zstd takes (the records compressed with it could
     /// not be read); I/O errors.
     pub(crate) fn load(dir: &Path, store_id: u64, level: i32) -> Result<Option<Dictionary>> {
-        let _ = fs::remove_file(dir.join(TMP));
         let bytes = match fs::read(dir.join(FILE)) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

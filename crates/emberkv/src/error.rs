@@ -61,8 +61,10 @@ pub enum Error {
         max: usize,
     },
 
-    /// Another handle, in this process or another one, holds the store's
-    /// exclusive lock.
+    /// Another handle, in this process or another one, has the store open
+    /// in a way that excludes this open: a writable handle excludes every
+    /// other, read-only handles exclude a writable one (see
+    /// [`crate::Options::read_only`]).
     #[error("store {path} is locked by another process or handle")]
     Locked {
         /// The store's directory.
@@ -99,6 +101,11 @@ pub enum Error {
     /// rule); reopening it recovers what the segment files hold.
     #[error("store refuses writes after a failed fdatasync or write; reopen it")]
     Closed,
+
+    /// A write to a store opened with [`crate::Options::read_only`];
+    /// nothing was written.
+    #[error("the store was opened read-only")]
+    ReadOnly,
 }
 
 impl From<io::Error> for Error {

@@ -13,9 +13,11 @@
 //! | 32     | 28   | reserved, zero                             |
 //! | 60     | 4    | CRC32C of bytes 0..60                      |
 //!
-//! `LOCK` is held with an exclusive `flock` for as long as a [`crate::Db`]
-//! is open, so a second open from this or another process fails with
-//! [`Error::Locked`].
+//! `LOCK` is held with an exclusive `flock` for as long as a writable
+//! [`crate::Db`] is open, and with a shared one by a read-only `Db`,
+//! `check` and `salvage`: a writable open from this or another process
+//! fails with [`Error::Locked`] while any other handle has the store open,
+//! and a read-only one while a writable one has.
 
 use std::fs::{self, File, OpenOptions};
 use std::path::Path;
@@ -92,19 +94,25 @@ impl Meta {
 /// description until exec closes it).
 const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 
-/// Takes the store's exclusive lock, creating the directory if needed.
+/// Takes the store's lock shared, for a handle that only reads an existing
+/// store and must not create one: a read-only [`crate::Db`], `check` and
+/// `salvage`. Shared holders keep out a writable open ([`lock`]), and it
+/// keeps them out, but not each other.
 ///
-/// # Errors
-/// [`Error::InvalidPath`] when `dir` exists and is not a directory;
-/// [`Error::Locked`] when another handle holds the lock for longer than
-/// [`LOCK_PATIENCE`].
-/// [`lock`] for the tools that read an existing store and must not create
-/// one (`check`, `salvage`).
+/// `LOCK` is opened for writing (created when missing, as a writable open
+/// would) where the directory allows it, and for reading where it does
+/// not: a read-only file system (a failing disk the kernel remounted so,
+/// say, where check and salvage are wanted most) or a directory this user
+/// may not write. A store without a `LOCK` file in such a directory (one
+/// never opened for writing: a copy) has its directory locked instead; a
+/// writable open, which creates `LOCK`, is then not kept out, but cannot
+/// run there either unless another user may write the directory.
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dir` holds no store (neither a meta file
-/// nor a segment file); as [`lock`].
-pub(crate) fn lock_existing(dir: &Path) -> Result<File> {
+/// nor a segment file); [`Error::Locked`] when a writable open holds the
+/// lock for longer than [`LOCK_PATIENCE`]; [`Error::Io`].
+pub(crate) fn lock_shared(dir: &Path) -> Result<File> {
     let store = dir.join(META_FILE).exists() || (dir.is_dir() && holds_segments(dir)?);
     if !store {
         return Err(Error::InvalidPath {
@@ -112,19 +120,35 @@ pub(crate) fn lock_existing(dir: &Path) -> Result<File> {
             reason: "holds no emberkv store".into(),
         });
     }
-    match lock(dir) {
-        // A read-only file system (a failing disk the kernel remounted so,
-        // say), where check and salvage are wanted most: the lock file, or
-        // the directory, opened for reading takes the lock as well, and no
-        // store can write there meanwhile.
-        Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EROFS) => {
-            let file = File::open(dir.join(LOCK_FILE)).or_else(|_| File::open(dir))?;
-            try_lock(dir, file)
+    let path = dir.join(LOCK_FILE);
+    let file = match OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(e)
+            if e.raw_os_error() == Some(libc::EROFS)
+                || e.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            match File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::open(dir)?,
+                Err(e) => return Err(e.into()),
+            }
         }
-        locked => locked,
-    }
+        Err(e) => return Err(e.into()),
+    };
+    try_lock(dir, file, Share::Shared)
 }
 
+/// Takes the store's exclusive lock, creating the directory if needed.
+///
+/// # Errors
+/// [`Error::InvalidPath`] when `dir` exists and is not a directory;
+/// [`Error::Locked`] when another handle, writable or read-only, holds the
+/// lock for longer than [`LOCK_PATIENCE`].
 pub(crate) fn lock(dir: &Path) -> Result<File> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::InvalidPath {
@@ -138,15 +162,27 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))?;
-    try_lock(dir, file)
+    try_lock(dir, file, Share::Exclusive)
 }
 
-/// Takes `file`'s exclusive lock for the store in `dir`, within
+/// How a lock is held: by one writable handle, or by any number of
+/// read-only ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Share {
+    Exclusive,
+    Shared,
+}
+
+/// Takes `file`'s lock for the store in `dir` as `share` says, within
 /// [`LOCK_PATIENCE`].
-fn try_lock(dir: &Path, file: File) -> Result<File> {
+fn try_lock(dir: &Path, file: File, share: Share) -> Result<File> {
     let give_up = Instant::now() + LOCK_PATIENCE;
     loop {
-        match file.try_lock() {
+        let taken = match share {
+            Share::Exclusive => file.try_lock(),
+            Share::Shared => file.try_lock_shared(),
+        };
+        match taken {
             Ok(()) => return Ok(file),
             Err(fs::TryLockError::WouldBlock) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(5));
@@ -161,14 +197,14 @@ fn try_lock(dir: &Path, file: File) -> Result<File> {
     }
 }
 
-/// Reads the store's meta file, or creates it with `segment_bits` and fresh
-/// random seeds when the store is new. Call with the lock held.
+/// Reads the meta file of an existing store. Call with the lock held.
 ///
 /// # Errors
 /// [`Error::Corruption`] when the file is damaged, or missing from a
-/// directory that holds segment files (nothing is created then);
-/// [`Error::IncompatibleFormat`]; [`Error::Io`].
-pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
+/// directory that holds segment files; [`Error::InvalidPath`] when it is
+/// missing from one that holds none; [`Error::IncompatibleFormat`];
+/// [`Error::Io`].
+pub(crate) fn load(dir: &Path) -> Result<Meta> {
     match fs::read(dir.join(META_FILE)) {
         Ok(bytes) => Meta::decode(&bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && holds_segments(dir)? => {
@@ -179,7 +215,24 @@ pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
                 format!("{META_FILE} is missing but the directory holds segment files"),
             ))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::InvalidPath {
+            path: dir.to_path_buf(),
+            reason: "holds no emberkv store".into(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads the store's meta file, or creates it with `segment_bits` and fresh
+/// random seeds when the store is new. Call with the lock held.
+///
+/// # Errors
+/// [`Error::Corruption`] when the file is damaged, or missing from a
+/// directory that holds segment files (nothing is created then);
+/// [`Error::IncompatibleFormat`]; [`Error::Io`].
+pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
+    match load(dir) {
+        Err(Error::InvalidPath { .. }) => {
             let mut seeds = [0u8; 16];
             getrandom::fill(&mut seeds).map_err(|e| Error::Io(std::io::Error::other(e)))?;
             let meta = Meta {
@@ -191,7 +244,7 @@ pub(crate) fn load_or_create(dir: &Path, segment_bits: u32) -> Result<Meta> {
             store(dir, &meta)?;
             Ok(meta)
         }
-        Err(e) => Err(e.into()),
+        loaded => loaded,
     }
 }
 

@@ -191,6 +191,28 @@ pub struct Options {
     /// `docs/PERFORMANCE.md`). Worth it when the data is many times the
     /// memory and disk space matters more than read CPU.
     pub compress_cold_segments: bool,
+    /// When `true`, open an existing store for reading only. Gets,
+    /// iteration, [`crate::Db::scan`], [`crate::Db::stats`] and
+    /// [`crate::Db::backup`] work as on a writable handle; every write
+    /// ([`crate::Db::insert`] and the others, [`crate::Db::apply_batch`],
+    /// [`crate::Db::clear`], [`crate::Db::compact`]) fails with
+    /// [`crate::Error::ReadOnly`], and [`crate::Db::sync`] has nothing to
+    /// do. Nothing on disk changes: no file is created, written, cut or
+    /// deleted (a torn tail the last crash left in the newest segment is
+    /// ignored, not cut, and [`crate::Stats::torn_bytes_cut`] counts it; an
+    /// index checkpoint is read, never written; a store of an older format
+    /// is not marked with this one), files are opened for reading only, so
+    /// a read-only file system serves, and no background thread runs. The
+    /// store's lock is taken shared: any number of read-only handles, in
+    /// this process or others, may have the store open together, but not
+    /// beside a writable one (the later open fails with
+    /// [`crate::Error::Locked`] after 200 ms), so the store does not change
+    /// while a read-only handle is open. A directory that holds no store
+    /// fails with [`crate::Error::InvalidPath`] (none is created). Of the
+    /// other options only `key_capacity`, `read_cache_bytes` and
+    /// `map_cold_reads` apply (the hot tier, which holds nothing read-only,
+    /// is 4 pages). Default `false`.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -207,6 +229,7 @@ impl Default for Options {
             max_space_amplification: 2.0,
             compression: Compression::None,
             compress_cold_segments: false,
+            read_only: false,
         }
     }
 }
@@ -280,6 +303,13 @@ impl Options {
     #[must_use]
     pub fn compress_cold_segments(mut self, on: bool) -> Self {
         self.compress_cold_segments = on;
+        self
+    }
+
+    /// Sets [`Options::read_only`] (default `false`).
+    #[must_use]
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
         self
     }
 

@@ -105,6 +105,10 @@ pub(crate) enum Mode<'a> {
     /// Open: cut a torn tail off (truncating the file), fail on other
     /// damage.
     Repair,
+    /// A read-only open: as `Repair`, but change nothing: a torn tail is
+    /// left in its file and the log ends before it, and no file is
+    /// created, deleted, cut or synced.
+    Read,
     /// Check: change nothing; note every problem in the report and go on.
     Check(&'a mut CheckReport),
 }
@@ -113,7 +117,7 @@ impl Mode<'_> {
     /// Fails with `err` when repairing; notes it when checking.
     fn problem(&mut self, err: Error) -> Result<()> {
         match self {
-            Mode::Repair => Err(err),
+            Mode::Repair | Mode::Read => Err(err),
             Mode::Check(report) => {
                 report.problems.push(err.to_string());
                 Ok(())
@@ -145,7 +149,8 @@ pub(crate) struct Replayed {
     /// the pads before it are missed: compaction then overestimates those
     /// segments' garbage, once).
     pub(crate) pads: HashMap<u64, u64>,
-    /// Bytes a repairing replay cut off the newest segment as a torn tail,
+    /// Bytes a repairing replay cut off the newest segment as a torn tail
+    /// (a read-only one left in place and ignored),
     /// up to the last byte that is not zero (zeros are room allocated or
     /// written ahead of the records, which every crash leaves): a record
     /// torn by a crash, or damage past the durable mark.
@@ -272,12 +277,14 @@ pub(crate) fn replay(
                 }
                 start + durable_len
             }
-            (Err(Error::Corruption { .. }), Mode::Repair)
+            (Err(Error::Corruption { .. }), Mode::Repair | Mode::Read)
                 if seg == newest
                     && end <= start + SEGMENT_HEADER_BYTES
                     && claimed <= start + SEGMENT_HEADER_BYTES =>
             {
-                storage.create(seg, prev.unwrap_or(0))?;
+                if let Mode::Repair = mode {
+                    storage.create(seg, prev.unwrap_or(0))?;
+                }
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }
             (Err(e), _) => {
@@ -352,7 +359,7 @@ pub(crate) fn replay(
             mode.problem(below_floor(cut, marked, checkpointed, what))?;
             pos = cut;
         } else if torn {
-            if matches!(mode, Mode::Repair)
+            if matches!(mode, Mode::Repair | Mode::Read)
                 && cut == from
                 && from > start + SEGMENT_HEADER_BYTES
                 && !(seg == newest && ends_records(storage, &mut chunk, seg, from, end)?)
@@ -375,6 +382,9 @@ pub(crate) fn replay(
                 Mode::Repair if seg == newest => {
                     found.torn_bytes = nonzero_bytes(storage, &mut chunk, cut, end)?;
                     storage.truncate(seg, cut)?;
+                }
+                Mode::Read if seg == newest => {
+                    found.torn_bytes = nonzero_bytes(storage, &mut chunk, cut, end)?;
                 }
                 Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
                     cut,

@@ -136,9 +136,9 @@ pub fn salvage(
     mut f: impl FnMut(&[u8], &[u8], Option<u64>) -> Result<()>,
 ) -> Result<SalvageReport> {
     let dir = path.as_ref();
-    let _lock = meta::lock_existing(dir)?;
+    let _lock = meta::lock_shared(dir)?;
     let mut report = SalvageReport::default();
-    let meta = match meta::load_or_create(dir, 30) {
+    let meta = match meta::load(dir) {
         Err(e @ Error::Corruption { .. }) => {
             let meta = meta_from_segments(dir).ok_or(e)?;
             report.warnings.push(format!(

@@ -66,7 +66,9 @@ pub struct Stats {
     /// the records, which every crash leaves, do not count): a record torn
     /// by a crash, or damage past the segment's durable mark. 0 after a
     /// clean close. Those records are gone; see the README's "Durability
-    /// contract" for what they can be.
+    /// contract" for what they can be. A read-only open
+    /// ([`crate::Options::read_only`]) counts the bytes it read past and
+    /// left in the file (the next writable open cuts them).
     pub torn_bytes_cut: u64,
 }
 

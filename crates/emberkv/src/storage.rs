@@ -313,6 +313,12 @@ impl Segments {
         }
     }
 
+    /// These segments, mapped for gets when `map_reads` (a read-only
+    /// [`crate::Db`]: its maps are read-only, as every store's are).
+    pub(crate) fn mapping_reads(self, map_reads: bool) -> Segments {
+        Segments { map_reads, ..self }
+    }
+
     /// The segments of an open store: mapped for gets when `map_reads`,
     /// and made ready ahead of writes as `ahead` says.
     pub(crate) fn for_store(

@@ -15,7 +15,9 @@
 //! Set `EMBERKV_CRASH_SEED` to vary (or reproduce) the operation streams
 //! and kill times; every failure message names the seed and cycle.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
+use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -436,18 +438,60 @@ impl Harness {
                 _ => {}
             }
         }
-        Db::open(&self.dir, self.mode.options()).unwrap_or_else(|e| {
+        let replay = if cycle % 2 == 1 {
+            " (checkpoint removed: full replay)"
+        } else {
+            ""
+        };
+        // A read-only open first: it must see what the recovering open
+        // sees, and leave every file as the kill left it.
+        let files = files(&self.dir);
+        let read_only =
+            Db::open(&self.dir, self.mode.options().read_only(true)).unwrap_or_else(|e| {
+                panic!(
+                    "{} read-only open after the kill failed{replay}: {e:?}",
+                    self.ctx(cycle)
+                )
+            });
+        let seen = contents(&read_only);
+        drop(read_only);
+        assert!(
+            files == self::files(&self.dir),
+            "{} the read-only open changed the store's files",
+            self.ctx(cycle)
+        );
+        let db = Db::open(&self.dir, self.mode.options()).unwrap_or_else(|e| {
             panic!(
-                "{} reopening after the kill failed{}: {e:?}",
-                self.ctx(cycle),
-                if cycle % 2 == 1 {
-                    " (checkpoint removed: full replay)"
-                } else {
-                    ""
-                }
+                "{} reopening after the kill failed{replay}: {e:?}",
+                self.ctx(cycle)
             )
-        })
+        });
+        assert!(
+            seen == contents(&db),
+            "{} the read-only open saw other keys or values than the recovering open{replay}",
+            self.ctx(cycle)
+        );
+        db
     }
+}
+
+/// Every file of `dir` by name, with its length and a hash of its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, (u64, u64)> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let bytes = fs::read(&path).unwrap();
+            let mut h = std::hash::DefaultHasher::new();
+            bytes.hash(&mut h);
+            (path, (bytes.len() as u64, h.finish()))
+        })
+        .collect()
+}
+
+/// Every live key of `db` with its value.
+fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.iter().map(Result::unwrap).collect()
 }
 
 /// The complete (newline-terminated) lines of an ack file; none when the
