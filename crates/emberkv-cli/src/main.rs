@@ -7,7 +7,7 @@ mod hex;
 mod jsonl;
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -167,8 +167,10 @@ enum Command {
     /// records are inserted in input order, with their expiry (a later line
     /// for the same key wins; an expiry already past leaves the key absent);
     /// keys not in the input are left as they are. Blank lines are skipped.
-    /// A regular file is read twice (checked, then inserted), holding one
-    /// record in memory at a time; stdin is held in memory whole.
+    /// A regular file is read twice (checked, then inserted); stdin, or a
+    /// pipe, is copied to an unnamed temporary file in $TMPDIR as it is
+    /// checked (disk space for the whole input), and inserted from that:
+    /// either way one record at a time is held in memory.
     /// The store is synced every 64 MiB of records and at the end; should
     /// it fail partway (say, a full disk, met when written data is
     /// flushed), the error names the line and how many records are
@@ -636,23 +638,20 @@ fn show_key(key: &[u8]) -> String {
 /// memory, not the file; stdin and pipes are held in memory between the
 /// two.
 fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
-    let open_file = |path: &Path| -> Result<BufReader<File>> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        Ok(BufReader::new(file))
+    let open_file = |path: &Path| -> Result<File> {
+        File::open(path).with_context(|| format!("cannot open {}", path.display()))
     };
     let name = file.map_or("stdin".to_owned(), |p| p.display().to_string());
     let regular = file.filter(|p| fs::metadata(p).is_ok_and(|m| m.is_file()));
-    let mut held = Vec::new();
-    match (regular, file) {
-        (Some(path), _) => read_records(open_file(path)?, &name, |_, _| Ok(()))?,
-        (None, Some(path)) => read_records(open_file(path)?, &name, |n, record| {
-            held.push((n, record));
-            Ok(())
-        })?,
-        (None, None) => read_records(io::stdin().lock(), &name, |n, record| {
-            held.push((n, record));
-            Ok(())
-        })?,
+    // What the second pass reads: the regular file again, or the copy of
+    // a stream the first pass made as it read.
+    let mut second = match (regular, file) {
+        (Some(path), _) => {
+            read_records(BufReader::new(open_file(path)?), &name, |_, _| Ok(()))?;
+            open_file(path)?
+        }
+        (None, Some(path)) => spool(open_file(path)?, &name)?,
+        (None, None) => spool(io::stdin().lock(), &name)?,
     };
     let mut importer = Importer {
         db: open_or_create(dir)?,
@@ -663,21 +662,51 @@ fn import(dir: &Path, file: Option<&Path>) -> Result<()> {
         expired: 0,
         last_line: 0,
     };
-    match regular {
-        Some(path) => {
-            // A file that changes between the two passes may fail the
-            // second: the records before the failing line stay imported.
-            read_records(open_file(path)?, &name, |n, record| {
-                importer.insert(n, &record)
-            })?;
-        }
-        None => {
-            for (n, record) in &held {
-                importer.insert(*n, record)?;
-            }
-        }
-    }
+    // A regular file that changes between the two passes may fail the
+    // second: the records before the failing line stay imported.
+    second.rewind()?;
+    read_records(BufReader::new(second), &name, |n, record| {
+        importer.insert(n, &record)
+    })?;
     importer.finish()
+}
+
+/// Checks every line of the stream `source` as [`read_records`] does
+/// while copying the bytes read to an unnamed temporary file (in
+/// `$TMPDIR`, deleted when closed), and returns that file: a stream cannot
+/// be read twice, and holding it in memory took as much as the input.
+fn spool(source: impl Read, name: &str) -> Result<File> {
+    let file = tempfile::tempfile().with_context(|| {
+        format!(
+            "cannot create a temporary file in {} to hold {name}",
+            std::env::temp_dir().display()
+        )
+    })?;
+    let mut tee = Tee {
+        source,
+        copy: BufWriter::new(file),
+    };
+    read_records(BufReader::new(&mut tee), name, |_, _| Ok(()))?;
+    tee.copy.into_inner().map_err(|e| {
+        anyhow::Error::new(e.into_error())
+            .context(format!("cannot copy {name} to a temporary file"))
+    })
+}
+
+/// A reader that writes what it reads from `source` to `copy`.
+struct Tee<R, W> {
+    source: R,
+    copy: W,
+}
+
+impl<R: Read, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.source.read(buf)?;
+        self.copy.write_all(&buf[..n]).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot copy it to a temporary file: {e}"))
+        })?;
+        Ok(n)
+    }
 }
 
 /// The records `import` has inserted, and how many are durable: the store

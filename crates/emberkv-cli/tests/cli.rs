@@ -796,3 +796,66 @@ fn an_unread_stderr_keeps_the_exit_code() -> TestResult {
     }
     Ok(())
 }
+
+/// Import from stdin or from a pipe: the stream is checked as it is copied
+/// to a temporary file and inserted from that copy (it was held in memory
+/// whole); a malformed line at its end imports nothing and is named by its
+/// line number, and a copy that cannot be made is an error before
+/// anything is imported.
+#[test]
+fn a_streamed_import_is_checked_whole_then_inserted_from_a_copy() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut input = String::new();
+    for k in 0..20_000 {
+        input.push_str(&format!(
+            "{{\"key\":\"k{k}\",\"value\":\"{}\"}}\n",
+            "v".repeat(k % 200)
+        ));
+        if k % 1_000 == 0 {
+            input.push('\n');
+        }
+    }
+    let store = dir.path().join("stdin");
+    let out = run_with_input(&store, ["import"], input.as_bytes())?;
+    assert_code(&out, 0);
+    assert_eq!(
+        stderr(&out),
+        "imported 20000 records from stdin (0 already expired)\n"
+    );
+    let db = Db::open(&store, Options::default().read_only(true))?;
+    assert_eq!(db.len(), 20_000);
+    assert_eq!(db.get(b"k19999")?, Some(vec![b'v'; 19_999 % 200]));
+    drop(db);
+
+    // A named pipe, with a malformed last line: line 20,000 + 20 blank
+    // lines + 1.
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    let bad = format!("{input}{{\"key\":\"late\"}}\n");
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, bad))
+    };
+    let piped = dir.path().join("piped");
+    let out = run(&piped, [OsStr::new("import"), fifo.as_os_str()])?;
+    writer.join().unwrap()?;
+    assert_error(
+        &out,
+        &format!("{} line 20021: missing field \"value\"", fifo.display()),
+    );
+    assert!(
+        !piped.join("emberkv.meta").exists(),
+        "a malformed import made a store"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_emberkv"))
+        .arg(&piped)
+        .arg("import")
+        .env("TMPDIR", dir.path().join("no such directory"))
+        .stdin(Stdio::null())
+        .output()?;
+    assert_error(&out, "cannot create a temporary file in");
+    assert!(!piped.join("emberkv.meta").exists());
+    Ok(())
+}
