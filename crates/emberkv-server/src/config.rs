@@ -170,8 +170,8 @@ pub enum Invalid {
 }
 
 impl Invalid {
-    /// The reason as Redis 7 words it after "CONFIG SET failed (possibly
-    /// related to argument '<name>') - ".
+    /// The reason as Redis 7 words it after `CONFIG SET failed (possibly
+    /// related to argument '<name>') - `.
     pub fn redis(&self) -> String {
         match self {
             Invalid::YesNo(_) => "argument must be 'yes' or 'no'".into(),

@@ -65,7 +65,7 @@ impl fmt::Display for CheckReport {
 /// and that each key's newest value decodes when it is stored compressed.
 /// Problems are listed in the report rather than returned as errors. Past
 /// a damaged record in a sealed segment the check goes on where
-/// [`crate::salvage`] would (the record's stated end, else the next page),
+/// [`crate::salvage()`] would (the record's stated end, else the next page),
 /// so that every damaged record is named; in the newest segment the first
 /// one ends it (a torn tail, or damage below the durable mark).
 /// A store whose process died without closing it (and that was not opened
@@ -73,7 +73,7 @@ impl fmt::Display for CheckReport {
 /// last, if they were cut, and with segments of 64 MiB or more the zeros
 /// allocated ahead of the writes, which the next open cuts off. Damage
 /// below the newest segment's durable mark is reported as such: open
-/// refuses it ([`crate::salvage`] gets the other keys out).
+/// refuses it ([`crate::salvage()`] gets the other keys out).
 ///
 /// # Errors
 /// [`Error::InvalidPath`](crate::Error::InvalidPath) when `path` holds no

@@ -155,7 +155,7 @@ fn assert_reencodes(r: &Record<'_>, bytes: &[u8]) {
 ///   [`Error::Corruption`] or [`Error::IncompatibleFormat`]; never a
 ///   panic or a hang;
 /// - open fails only when check found a problem;
-/// - [`crate::salvage`] never panics, and on a store `check` finds sound
+/// - [`crate::salvage()`] never panics, and on a store `check` finds sound
 ///   (opened without an index image) returns exactly what the store
 ///   holds;
 /// - without a usable `CHECKPOINT` (which makes open trust an index image
@@ -247,7 +247,7 @@ pub fn recovery(dir: &Path, data: &[u8]) {
     assert!(report.is_sound(), "{report}");
 }
 
-/// What [`crate::salvage`] finds in `dir`: every key without an expiry
+/// What [`crate::salvage()`] finds in `dir`: every key without an expiry
 /// and its value (`None` when it fails, which only damage to the meta
 /// file, the manifest or the dictionary may make it do; it must never
 /// panic).

@@ -69,7 +69,7 @@ pub(super) fn renamenx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     rename_generic(ctx, args, true)
 }
 
-/// COPY source destination [DB 0] [REPLACE]: the value and its expiry.
+/// `COPY source destination [DB 0] [REPLACE]`: the value and its expiry.
 /// emberkv has one database, so DB takes only 0.
 pub(super) fn copy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let (src, dst) = (args.get(1), args.get(2));

@@ -1024,7 +1024,8 @@ fn sub_bases() -> &'static [usize] {
     })
 }
 
-/// Slots of INFO commandstats' counters (see [`sub_bases`]).
+/// Slots of INFO commandstats' counters: one per command, and one per
+/// subcommand of a container command.
 pub fn stat_slots() -> usize {
     sub_bases()[COMMANDS.len()]
 }

@@ -60,8 +60,8 @@ const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-
 /// command of that index (modulo their number) in [`COMMANDS`]. A key
 /// argument (by the command's key positions in [`COMMANDS`]) of one byte
 /// is folded onto `a`, `b`, `c` or `d`, so that commands meet on keys.
-/// The work is bounded: [`MAX_COMMANDS`] commands of [`MAX_ARGS`]
-/// arguments of [`MAX_ARG`] bytes; large SETRANGE, SETBIT and BITFIELD
+/// The work is bounded: `MAX_COMMANDS` commands of `MAX_ARGS`
+/// arguments of `MAX_ARG` bytes; large SETRANGE, SETBIT and BITFIELD
 /// offsets are folded below a few KiB (those of 2^32 or more, which fail,
 /// are kept).
 ///
