@@ -80,6 +80,10 @@ pub struct Config {
     /// emberkv's hot tier (the in-memory tail of its log), in bytes; not
     /// a redis-server option.
     pub hot_bytes: u64,
+    /// Keep a latency histogram per command, for INFO latencystats.
+    pub latency_tracking: bool,
+    /// The percentiles INFO latencystats prints, each in `0.0..=100.0`.
+    pub latency_percentiles: Vec<f64>,
 }
 
 impl Default for Config {
@@ -105,6 +109,8 @@ impl Default for Config {
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             hot_bytes: 256 * 1024 * 1024,
+            latency_tracking: true,
+            latency_percentiles: vec![50.0, 99.0, 99.9],
         }
     }
 }
@@ -232,6 +238,27 @@ fn yes_no(args: &[String]) -> Result<bool, Invalid> {
         "no" => Ok(false),
         v => Err(Invalid::YesNo(v.into())),
     }
+}
+
+/// Percentiles separated by spaces (none is valid), each in
+/// `0.0..=100.0`, as Redis 7 checks them.
+fn percentiles(args: &[String]) -> Result<Vec<f64>, Invalid> {
+    let mut found = Vec::new();
+    for word in args.iter().flat_map(|a| a.split_whitespace()) {
+        let p: f64 = word
+            .parse()
+            .ok()
+            .filter(|p: &f64| !p.is_nan())
+            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+        found.push(p);
+    }
+    Ok(found)
 }
 
 fn number<T: std::str::FromStr>(args: &[String], what: &'static str) -> Result<T, Invalid> {
@@ -408,6 +435,27 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         },
         get: |c| yes(c.appendonly),
+    },
+    Param {
+        name: "latency-tracking",
+        mutable: true,
+        set: |c, a| {
+            c.latency_tracking = yes_no(a)?;
+            Ok(())
+        },
+        get: |c| yes(c.latency_tracking),
+    },
+    Param {
+        name: "latency-tracking-info-percentiles",
+        mutable: true,
+        set: |c, a| {
+            c.latency_percentiles = percentiles(a)?;
+            Ok(())
+        },
+        get: |c| {
+            let words: Vec<String> = c.latency_percentiles.iter().map(f64::to_string).collect();
+            words.join(" ")
+        },
     },
     Param {
         name: "appendfsync",
@@ -768,6 +816,11 @@ Options (redis-server's names):
   --client-query-buffer-limit <n>
                             largest query buffer of a client (default 1gb)
   --save <...>              accepted and ignored (no snapshots to schedule)
+  --latency-tracking yes|no keep per-command latency histograms for INFO
+                            latencystats (default yes)
+  --latency-tracking-info-percentiles <p ...>
+                            the percentiles INFO latencystats prints, each
+                            from 0 to 100 (default: 50 99 99.9)
   --hot-bytes <n>           emberkv only: memory for the engine's hot tier, the
                             in-memory tail of its log (default 256mb); older
                             records are read from the segment files

@@ -37,6 +37,8 @@ pub struct Live {
     pub max_bulk: AtomicU64,
     /// `client-query-buffer-limit`.
     pub qbuf_limit: AtomicU64,
+    /// `latency-tracking`.
+    pub latency_tracking: AtomicBool,
 }
 
 impl Live {
@@ -45,6 +47,7 @@ impl Live {
             fsync_always: AtomicBool::new(false),
             max_bulk: AtomicU64::new(0),
             qbuf_limit: AtomicU64::new(0),
+            latency_tracking: AtomicBool::new(false),
         };
         live.update(c);
         live
@@ -57,6 +60,8 @@ impl Live {
         self.max_bulk.store(c.proto_max_bulk_len, Ordering::Relaxed);
         self.qbuf_limit
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
+        self.latency_tracking
+            .store(c.latency_tracking, Ordering::Relaxed);
     }
 }
 

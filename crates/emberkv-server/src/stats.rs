@@ -2,12 +2,14 @@
 //!
 //! Connections count locally and add their counts here once per batch of
 //! commands, so a pipelined burst costs a few atomic adds, not one per
-//! command.
+//! command; the run times INFO latencystats needs are recorded into the
+//! shared histograms under one lock per batch.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
 /// Counters shared by every connection.
@@ -42,7 +44,18 @@ pub struct Stats {
     /// Per command and subcommand (see [`crate::cmd::stat_slots`]), for
     /// INFO commandstats; sized at first use.
     per_command: OnceLock<Box<[CommandTotals]>>,
+    /// Per command and subcommand slot, a histogram of its run times in
+    /// nanoseconds, for INFO latencystats (made at the command's first
+    /// recorded run).
+    latencies: Mutex<Vec<Option<Box<Histogram<u64>>>>>,
 }
+
+/// The longest run time a latency histogram tells apart, in nanoseconds
+/// (1 s; longer runs count as 1 s), and its precision in significant
+/// digits: Redis 7's `LATENCY_HISTOGRAM_MAX_VALUE` and
+/// `LATENCY_HISTOGRAM_PRECISION`. A histogram takes about 24 KiB.
+const LATENCY_MAX_NANOS: u64 = 1_000_000_000;
+const LATENCY_DIGITS: u8 = 2;
 
 /// One command's counters for INFO commandstats, as Redis 7 keeps them.
 #[derive(Debug, Default)]
@@ -92,6 +105,8 @@ pub struct Local {
     /// Counts of the commands run or refused, one entry per command seen
     /// since the flush (few: a linear search finds them).
     pub per_command: Vec<CommandCounts>,
+    /// Run times to record for INFO latencystats: slot and nanoseconds.
+    pub latencies: Vec<(usize, u64)>,
 }
 
 impl Local {
@@ -116,6 +131,12 @@ impl Local {
         c.calls += 1;
         c.nanos += nanos;
         c.failed += u64::from(failed);
+    }
+
+    /// Notes a run of the command in `slot` that took `nanos`, for INFO
+    /// latencystats.
+    pub fn timed(&mut self, slot: usize, nanos: u64) {
+        self.latencies.push((slot, nanos));
     }
 
     /// Counts a refusal of the command in `slot` before it ran.
@@ -164,10 +185,48 @@ impl Stats {
                 add(&t.failed, c.failed);
             }
         }
+        let mut latencies = std::mem::take(&mut local.latencies);
+        if !latencies.is_empty() {
+            let mut histograms = self.latencies.lock();
+            for (slot, nanos) in latencies.drain(..) {
+                if histograms.len() <= slot {
+                    histograms.resize_with(slot + 1, || None);
+                }
+                let h = histograms[slot].get_or_insert_with(|| {
+                    Box::new(
+                        Histogram::new_with_bounds(1, LATENCY_MAX_NANOS, LATENCY_DIGITS)
+                            .expect("valid histogram bounds"),
+                    )
+                });
+                h.saturating_record(nanos.max(1));
+            }
+        }
         *local = Local {
             per_command,
+            latencies,
             ..Local::default()
         };
+    }
+
+    /// INFO latencystats' value of each command and subcommand with a
+    /// recorded run, by slot (see [`crate::cmd::stat_slots`]): its run
+    /// time at each of `percentiles` (`0.0..=100.0`), in microseconds,
+    /// read from its histogram as Redis 7's `hdr_value_at_percentile`
+    /// reads it (the highest value of the percentile's bucket).
+    pub fn latency_percentiles(&self, percentiles: &[f64]) -> Vec<(usize, Vec<f64>)> {
+        let histograms = self.latencies.lock();
+        histograms
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, h)| Some((slot, h.as_deref().filter(|h| !h.is_empty())?)))
+            .map(|(slot, h)| {
+                let at = percentiles
+                    .iter()
+                    .map(|&p| h.value_at_percentile(p) as f64 / 1000.0)
+                    .collect();
+                (slot, at)
+            })
+            .collect()
     }
 
     /// The counters of every command and subcommand, by slot (see
@@ -184,6 +243,7 @@ impl Stats {
     /// resets).
     pub fn reset(&self) {
         self.error_codes.lock().clear();
+        self.latencies.lock().clear();
         for t in self.per_command() {
             for c in [&t.calls, &t.nanos, &t.rejected, &t.failed] {
                 c.store(0, Ordering::Relaxed);

@@ -245,9 +245,9 @@ fn config_rewrite(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     ))
 }
 
-/// INFO's sections, in the order Redis 7 prints them: its `default` set
-/// and commandstats, which only `all`, `everything` or its name asks for
-/// (latencystats, also in `all`, is not kept).
+/// INFO's sections, in the order Redis 7 prints them: its `default` set,
+/// and commandstats and latencystats, which only `all`, `everything` or
+/// their names ask for.
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -259,6 +259,7 @@ const SECTIONS: &[&str] = &[
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
 ];
@@ -269,7 +270,10 @@ pub(super) fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let wanted: Vec<&str> = SECTIONS
         .iter()
         .copied()
-        .filter(|s| all || (default && *s != "commandstats") || args.from(1).any(|a| is(a, s)))
+        .filter(|s| {
+            all || (default && !matches!(*s, "commandstats" | "latencystats"))
+                || args.from(1).any(|a| is(a, s))
+        })
         .collect();
     let text = info_text(ctx, &wanted)?;
     ctx.out.verbatim(text.as_bytes());
@@ -470,6 +474,20 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                         "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
                         super::stat_name(slot)
                     );
+                }
+            }
+            "latencystats" => {
+                w.push_str("# Latencystats\r\n");
+                if config.latency_tracking {
+                    let percentiles = &config.latency_percentiles;
+                    for (slot, at) in stats.latency_percentiles(percentiles) {
+                        let _ = write!(w, "latency_percentiles_usec_{}:", super::stat_name(slot));
+                        for (n, (p, usec)) in percentiles.iter().zip(at).enumerate() {
+                            let comma = if n == 0 { "" } else { "," };
+                            let _ = write!(w, "{comma}p{p}={usec:.3}");
+                        }
+                        w.push_str("\r\n");
+                    }
                 }
             }
             "errorstats" => {

@@ -996,15 +996,29 @@ fn execute(ctx: &mut Ctx<'_>, i: usize, args: &Args<'_>) {
 /// Counts a run of command `i` for INFO commandstats, as Redis 7 does: a
 /// container command (CLIENT, COMMAND, CONFIG) under the subcommand it ran
 /// (`config|get`), refused if the subcommand's arity was wrong, and not
-/// at all when the subcommand is unknown (Redis finds no command then).
+/// at all when the subcommand is unknown (Redis finds no command then);
+/// and, while `latency-tracking` is on, its run time for INFO
+/// latencystats (runs that failed too, not refusals, as Redis).
 fn count(ctx: &mut Ctx<'_>, i: usize, nanos: u64, failed: bool) {
     let local = &mut ctx.session.local;
     let bases = sub_bases();
-    match ctx.session.ran_sub.take() {
-        Some((sub, true)) => local.rejected(bases[i] + sub),
-        Some((sub, false)) => local.ran(bases[i] + sub, nanos, failed),
-        None if bases[i] == bases[i + 1] => local.ran(i, nanos, failed),
-        None => {}
+    let slot = match ctx.session.ran_sub.take() {
+        Some((sub, true)) => {
+            local.rejected(bases[i] + sub);
+            return;
+        }
+        Some((sub, false)) => bases[i] + sub,
+        None if bases[i] == bases[i + 1] => i,
+        None => return,
+    };
+    local.ran(slot, nanos, failed);
+    if ctx
+        .shared
+        .live
+        .latency_tracking
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        local.timed(slot, nanos);
     }
 }
 

@@ -1000,6 +1000,102 @@ fn info_commandstats_counts_calls_rejections_and_failures() {
     );
 }
 
+/// INFO latencystats as Redis 7 prints it (checked against redis-server
+/// 7.0.15 by hand): one line per command run since the last CONFIG
+/// RESETSTAT, its run time at each percentile of
+/// `latency-tracking-info-percentiles`, in microseconds with three
+/// decimals; nothing while `latency-tracking` is off. Only `all`,
+/// `everything` or its name asks for the section.
+#[test]
+fn info_latencystats_reports_each_command_at_the_configured_percentiles() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    let lines = |r: &mut Raw<_>| -> Vec<(String, Vec<(String, f64)>)> {
+        let text = String::from_utf8(as_bytes(&r.q("INFO latencystats"))).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("# Latencystats"));
+        let mut found: Vec<(String, Vec<(String, f64)>)> = lines
+            .map(|l| {
+                let (name, fields) = l.split_once(':').unwrap();
+                let name = name.strip_prefix("latency_percentiles_usec_").unwrap();
+                let at = fields
+                    .split(',')
+                    .filter(|f| !f.is_empty())
+                    .map(|f| {
+                        let (p, usec) = f.split_once('=').unwrap();
+                        let (_, decimals) = usec.split_once('.').unwrap();
+                        assert_eq!(decimals.len(), 3, "{l}");
+                        (p.to_owned(), usec.parse().unwrap())
+                    })
+                    .collect();
+                (name.to_owned(), at)
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    };
+    let set_percentiles = |r: &mut Raw<_>, p: &str| {
+        r.call(&[
+            b"CONFIG",
+            b"SET",
+            b"latency-tracking-info-percentiles",
+            p.as_bytes(),
+        ])
+    };
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    for c in [
+        "SET a 1",
+        "GET a",
+        "GET a",
+        "INCR a",
+        "GET",
+        "CONFIG GET timeout",
+    ] {
+        r.q(c);
+    }
+    let found = lines(&mut r);
+    let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+    // GET's refusal (wrong arity) is not timed.
+    assert_eq!(
+        names,
+        ["config|get", "config|resetstat", "get", "incr", "set"]
+    );
+    for (name, at) in &found {
+        let labels: Vec<&str> = at.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(labels, ["p50", "p99", "p99.9"], "{name}");
+        let usec: Vec<f64> = at.iter().map(|&(_, u)| u).collect();
+        assert!(
+            usec[0] > 0.0 && usec[0] <= usec[1] && usec[1] <= usec[2],
+            "{name} {usec:?}"
+        );
+    }
+    assert_eq!(set_percentiles(&mut r, "99.99 0 100 50.5"), ok());
+    let labels: Vec<String> = lines(&mut r)[0].1.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(labels, ["p99.99", "p0", "p100", "p50.5"]);
+    assert_eq!(set_percentiles(&mut r, ""), ok());
+    assert!(lines(&mut r).iter().all(|(_, at)| at.is_empty()));
+
+    assert_eq!(r.q("CONFIG SET latency-tracking no"), ok());
+    r.q("STRLEN a");
+    assert!(lines(&mut r).is_empty());
+    assert_eq!(r.q("CONFIG SET latency-tracking yes"), ok());
+    // Runs while it was off were not recorded.
+    assert!(lines(&mut r).iter().all(|(name, _)| name != "strlen"));
+    assert_eq!(r.q("CONFIG RESETSTAT"), ok());
+    assert_eq!(set_percentiles(&mut r, "50 99 99.9"), ok());
+    let names: Vec<String> = lines(&mut r).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["config|resetstat", "config|set"]);
+    for (ask, has) in [
+        ("INFO", false),
+        ("INFO default", false),
+        ("INFO all", true),
+        ("INFO everything", true),
+    ] {
+        let text = String::from_utf8(as_bytes(&r.q(ask))).unwrap();
+        assert_eq!(text.contains("# Latencystats\r\n"), has, "{ask}");
+    }
+}
+
 #[test]
 fn redis_crate_over_tcp_and_unix_socket() -> TestResult {
     use redis::Commands;

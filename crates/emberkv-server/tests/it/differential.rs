@@ -388,6 +388,16 @@ CONFIG SET save abc
 CONFIG SET save "3600 1 300"
 CONFIG SET save "0 1"
 CONFIG SET save "3600 -1"
+CONFIG SET latency-tracking maybe
+CONFIG GET latency-tracking
+CONFIG SET latency-tracking-info-percentiles "50 abc"
+CONFIG SET latency-tracking-info-percentiles 101
+CONFIG SET latency-tracking-info-percentiles -1
+CONFIG SET latency-tracking-info-percentiles "99.99 0 100 50.5"
+CONFIG GET latency-tracking-info-percentiles
+CONFIG SET latency-tracking-info-percentiles ""
+CONFIG GET latency-tracking-info-percentiles
+CONFIG SET latency-tracking-info-percentiles "50 99 99.9"
 CONFIG FOO
 COMMAND COUNT x
 COMMAND FOO
