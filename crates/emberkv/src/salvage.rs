@@ -90,6 +90,8 @@ pub struct SalvageReport {
     /// retired), a sealed segment's file shorter than the length its
     /// successor's header records, the newest one shorter than its durable
     /// mark, a log shorter than what the index checkpoint records durable.
+    /// In address order, disjoint (ranges found by two of those checks are
+    /// merged).
     pub missing: Vec<(u64, u64)>,
     /// Keys of records that passed their checks but were left out because
     /// damage may have cut their write batch (a batch is all or nothing, as
@@ -258,6 +260,7 @@ pub fn salvage(
     if !reaches(&storage, log_end, claimed) {
         report.missing.push((log_end, claimed - log_end));
     }
+    report.missing = merged(std::mem::take(&mut report.missing));
     let mut live: Vec<(u64, Vec<u8>)> = newest
         .into_iter()
         .filter(|(_, (_, tombstone))| !tombstone)
@@ -487,4 +490,41 @@ fn meta_from_segments(dir: &Path) -> Option<meta::Meta> {
             },
         )
     })
+}
+
+/// `ranges` of (address, length) in address order, those that overlap or
+/// touch merged into one.
+fn merged(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (at, len) in ranges {
+        match out.last_mut() {
+            Some((prev, prev_len)) if at <= *prev + *prev_len => {
+                *prev_len = (*prev_len).max(at + len - *prev);
+            }
+            _ => out.push((at, len)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged;
+
+    /// Regression: the newest segment cut in half below its durable mark,
+    /// under a checkpoint that claims more, was named twice (the cut file
+    /// and the short log), one range inside the other.
+    #[test]
+    fn missing_ranges_are_merged_in_address_order() {
+        assert_eq!(
+            merged(vec![(3_648_128, 502_400), (3_593_920, 556_608)]),
+            [(3_593_920, 556_608)]
+        );
+        assert_eq!(
+            merged(vec![(50, 10), (0, 10), (10, 5), (40, 12), (70, 1)]),
+            [(0, 15), (40, 20), (70, 1)]
+        );
+        assert!(merged(Vec::new()).is_empty());
+    }
 }

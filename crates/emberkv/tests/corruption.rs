@@ -2256,12 +2256,30 @@ fn missing_files_are_refused_by_open_and_named_by_salvage() {
     let missing = |ctx: &str| {
         let (_, report) = salvaged(&s.work);
         assert!(!report.missing.is_empty(), "{ctx}: {report:?}");
+        // In address order, each range named once: the newest segment
+        // cut below its durable mark and the checkpoint's claim were two
+        // overlapping ranges.
+        for pair in report.missing.windows(2) {
+            assert!(
+                pair[0].0 + pair[0].1 < pair[1].0,
+                "{ctx}: {:?}",
+                report.missing
+            );
+        }
         report.missing
     };
     // The newest segment deleted, or cut to less than its header, with
     // the checkpoint a clean close left: open used to replay the shorter
     // log and call it sound.
-    for (what, cut) in [("deleted", None), ("cut to 30 bytes", Some(30))] {
+    let half = fs::metadata(s.pristine.join(seg_name(newest)))
+        .unwrap()
+        .len() as usize
+        / 2;
+    for (what, cut) in [
+        ("deleted", None),
+        ("cut to 30 bytes", Some(30)),
+        ("cut in half", Some(half)),
+    ] {
         s.reset_keeping_checkpoint();
         match cut {
             None => fs::remove_file(s.seg_path(newest)).unwrap(),
