@@ -10,7 +10,12 @@
 # numbers never share a table with the embedded ones.
 #
 # Environment: ROUNDS (3), REQUESTS (200000), PIPE_REQUESTS (1000000),
-# SERVER_CPU (0), CLIENT_CPU (1), OUT (bench-results/server.md).
+# SERVER_CPU (0), CLIENT_CPU (1), OUT (bench-results/server.md),
+# SERVER_CPU_SHARE (unset; a percentage, say 40: each server is also held
+# to that share of its CPU by a cgroup CPU quota, so that the server, not
+# the one-threaded client, sets the rate of the unpipelined rows: without
+# it redis-benchmark's own CPU is saturated first; needs a writable cgroup
+# cpu controller, v1 or v2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
@@ -24,6 +29,7 @@ CLIENTS=50
 KEYS=100000
 SIZE=1024
 TESTS="ping_mbulk,set,get,incr,mset"
+SERVER_CPU_SHARE="${SERVER_CPU_SHARE:-}"
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null \
     || ! command -v redis-cli >/dev/null; then
@@ -39,10 +45,34 @@ BIN="$CARGO_TARGET_DIR/release/emberkv-server"
 
 work=$(mktemp -d /tmp/emberkv-bench-server.XXXXXX)
 pids=()
+cgroups=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    for g in "${cgroups[@]}"; do rmdir "$g" 2>/dev/null || true; done
     rm -rf "$work"
+}
+
+# Holds process $2 (all its threads) to SERVER_CPU_SHARE % of one CPU, in
+# a cgroup of its own named after $1.
+cap() {
+    local g quota=$((SERVER_CPU_SHARE * 1000))
+    if [ -w /sys/fs/cgroup/cgroup.subtree_control ] \
+        && grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        g=/sys/fs/cgroup/emberkv-bench-$1
+        mkdir -p "$g"
+        echo "$quota 100000" > "$g/cpu.max"
+    elif [ -d /sys/fs/cgroup/cpu ]; then
+        g=/sys/fs/cgroup/cpu/emberkv-bench-$1
+        mkdir -p "$g"
+        echo 100000 > "$g/cpu.cfs_period_us"
+        echo "$quota" > "$g/cpu.cfs_quota_us"
+    else
+        echo "SERVER_CPU_SHARE needs a writable cgroup cpu controller" >&2
+        exit 1
+    fi
+    cgroups+=("$g")
+    echo "$2" > "$g/cgroup.procs"
 }
 trap cleanup EXIT
 mkdir -p "$work/redis" "$work/emberkv"
@@ -51,9 +81,11 @@ taskset -c "$SERVER_CPU" redis-server --port 0 --unixsocket "$work/redis.sock" \
     --dir "$work/redis" --appendonly yes --appendfsync everysec --save "" \
     --daemonize no --logfile "$work/redis.log" &
 pids+=($!)
+[ -n "$SERVER_CPU_SHARE" ] && cap redis $!
 taskset -c "$SERVER_CPU" "$BIN" --port 0 --unixsocket "$work/emberkv.sock" \
     --dir "$work/emberkv" --appendfsync everysec --logfile "$work/emberkv.log" &
 pids+=($!)
+[ -n "$SERVER_CPU_SHARE" ] && cap emberkv $!
 for s in redis emberkv; do
     for _ in $(seq 100); do [ -S "$work/$s.sock" ] && break; sleep 0.1; done
     redis-cli -s "$work/$s.sock" ping >/dev/null
@@ -91,9 +123,9 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 mkdir -p "$(dirname "$OUT")"
-python3 - "$results" "$OUT" "$load_before" "$load_after" "$ROUNDS" "$REQUESTS" "$PIPE_REQUESTS" <<'PY'
+python3 - "$results" "$OUT" "$load_before" "$load_after" "$ROUNDS" "$REQUESTS" "$PIPE_REQUESTS" "$SERVER_CPU_SHARE" <<'PY'
 import csv, statistics, sys, subprocess, platform
-path, out, before, after, rounds, req, preq = sys.argv[1:8]
+path, out, before, after, rounds, req, preq, share = sys.argv[1:9]
 rows = list(csv.DictReader(open(path)))
 med = {}
 for mode in ("plain", "pipelined"):
@@ -110,7 +142,9 @@ lines = [
     f"{req} requests per test ({preq} with -P 16), median of {rounds} alternating rounds.",
     f"redis-server {redis_v} with appendonly yes, appendfsync everysec; emberkv-server with appendfsync everysec.",
     f"Machine: {cpu}, {platform.machine()}; server on one CPU, redis-benchmark on another; "
-    f"load average {before} before, {after} after.",
+    f"load average {before} before, {after} after."
+    + (f" Each server held to {share} % of its CPU by a cgroup CPU quota (its threads together), "
+       "so that the server, not the client, sets the rate." if share else ""),
     "PING_MBULK does no work in either server: its rate is the ceiling that the client, the socket "
     "and each server's event loop allow, which bounds every other row.",
     "",
