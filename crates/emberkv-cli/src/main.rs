@@ -33,8 +33,9 @@ The store:
   and `import` needs an existing store there; those two create one (with
   default options) when the directory holds none. `get`, `stats`, `export`,
   `backup`, `check` and `salvage` only read: they open the store read-only
-  and change no byte of it (a torn tail the last crash left is read past, not
-  cut), and they may run beside each other. The other commands write, and
+  and change no byte of its files (a torn tail the last crash left is read
+  past, not cut; an empty LOCK file is made where one is missing), and they
+  may run beside each other. The other commands write, and
   open the store alone. A store in use by a running process, or by a command
   that writes, is reported as locked.
 
@@ -327,37 +328,38 @@ fn open(dir: &Path) -> Result<Db> {
     open_or_create(dir)
 }
 
-/// Opens the store in `dir`, creating it when the directory holds none;
-/// says on stderr when the open cut a torn tail off.
+/// Opens the store in `dir`, creating it when the directory holds none.
 fn open_or_create(dir: &Path) -> Result<Db> {
-    let db = Db::open(dir, Options::default()).map_err(|e| store_error(e, "open", dir))?;
-    let torn = db.stats().map_or(0, |s| s.torn_bytes_cut);
-    if torn > 0 {
-        say!(
-            "warning: opening {} cut {torn} bytes of a torn write off its newest segment \
-             (records the last crash left unfinished, or damage past the durable mark)",
-            dir.display()
-        );
-    }
-    Ok(db)
+    open_with(dir, Options::default())
 }
 
 /// Opens the existing store in `dir` read-only (`Options::read_only`): the
-/// commands that only read change no byte of it, and may run beside each
-/// other (not beside a writer); says on stderr when the newest segment
-/// ends in a torn tail, which the open ignores.
+/// commands that only read leave its records as they are, and may run
+/// beside each other (not beside a writer).
 fn open_read_only(dir: &Path) -> Result<Db> {
     require_store(dir)?;
-    let db = Db::open(dir, Options::default().read_only(true))
-        .map_err(|e| store_error(e, "open", dir))?;
+    open_with(dir, Options::default().read_only(true))
+}
+
+/// Opens the store in `dir` with `options`; says on stderr when the
+/// newest segment ended in a torn tail, which a writable open cuts off and
+/// a read-only one reads past.
+fn open_with(dir: &Path, options: Options) -> Result<Db> {
+    let read_only = options.read_only;
+    let db = Db::open(dir, options).map_err(|e| store_error(e, "open", dir))?;
     let torn = db.stats().map_or(0, |s| s.torn_bytes_cut);
-    if torn > 0 {
-        say!(
-            "warning: {} ends in {torn} bytes of a torn write in its newest segment \
-             (records the last crash left unfinished, or damage past the durable mark): \
+    let why = "records the last crash left unfinished, or damage past the durable mark";
+    match torn {
+        0 => {}
+        _ if read_only => say!(
+            "warning: {} ends in {torn} bytes of a torn write in its newest segment ({why}): \
              read past, and cut off by the next command that writes",
             dir.display()
-        );
+        ),
+        _ => say!(
+            "warning: opening {} cut {torn} bytes of a torn write off its newest segment ({why})",
+            dir.display()
+        ),
     }
     Ok(db)
 }

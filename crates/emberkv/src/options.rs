@@ -197,8 +197,10 @@ pub struct Options {
     /// ([`crate::Db::insert`] and the others, [`crate::Db::apply_batch`],
     /// [`crate::Db::clear`], [`crate::Db::compact`]) fails with
     /// [`crate::Error::ReadOnly`], and [`crate::Db::sync`] has nothing to
-    /// do. Nothing on disk changes: no file is created, written, cut or
-    /// deleted (a torn tail the last crash left in the newest segment is
+    /// do. Nothing of the store changes: no file of it is created, written,
+    /// cut or deleted, but for the empty `LOCK` file, made when a store has
+    /// none (a backup) and the directory may be written, so that a
+    /// writable open is kept out meanwhile (a torn tail the last crash left in the newest segment is
     /// ignored, not cut, and [`crate::Stats::torn_bytes_cut`] counts it; an
     /// index checkpoint is read, never written; a store of an older format
     /// is not marked with this one), files are opened for reading only, so

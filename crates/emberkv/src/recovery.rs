@@ -379,12 +379,11 @@ pub(crate) fn replay(
                 ));
             }
             match &mut mode {
-                Mode::Repair if seg == newest => {
+                Mode::Repair | Mode::Read if seg == newest => {
                     found.torn_bytes = nonzero_bytes(storage, &mut chunk, cut, end)?;
-                    storage.truncate(seg, cut)?;
-                }
-                Mode::Read if seg == newest => {
-                    found.torn_bytes = nonzero_bytes(storage, &mut chunk, cut, end)?;
+                    if let Mode::Repair = mode {
+                        storage.truncate(seg, cut)?;
+                    }
                 }
                 Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
                     cut,

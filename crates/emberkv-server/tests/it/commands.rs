@@ -984,15 +984,7 @@ fn info_commandstats_counts_calls_rejections_and_failures() {
             "cmdstat_set calls=2,rejected_calls=0,failed_calls=0",
         ]
     );
-    for (ask, has) in [
-        ("INFO", false),
-        ("INFO default", false),
-        ("INFO all", true),
-        ("INFO everything", true),
-    ] {
-        let text = String::from_utf8(as_bytes(&r.q(ask))).unwrap();
-        assert_eq!(text.contains("# Commandstats\r\ncmdstat_"), has, "{ask}");
-    }
+    assert_left_out_by_default(&mut r, "# Commandstats\r\ncmdstat_");
     assert_eq!(r.q("CONFIG RESETSTAT"), ok());
     assert_eq!(
         counts(&mut r),
@@ -1085,6 +1077,12 @@ fn info_latencystats_reports_each_command_at_the_configured_percentiles() {
     assert_eq!(set_percentiles(&mut r, "50 99 99.9"), ok());
     let names: Vec<String> = lines(&mut r).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["config|resetstat", "config|set"]);
+    assert_left_out_by_default(&mut r, "# Latencystats\r\n");
+}
+
+/// INFO with no argument or `default` leaves out the section whose text
+/// starts with `header`; `all` and `everything` include it.
+fn assert_left_out_by_default<S: std::io::Read + std::io::Write>(r: &mut Raw<S>, header: &str) {
     for (ask, has) in [
         ("INFO", false),
         ("INFO default", false),
@@ -1092,7 +1090,7 @@ fn info_latencystats_reports_each_command_at_the_configured_percentiles() {
         ("INFO everything", true),
     ] {
         let text = String::from_utf8(as_bytes(&r.q(ask))).unwrap();
-        assert_eq!(text.contains("# Latencystats\r\n"), has, "{ask}");
+        assert_eq!(text.contains(header), has, "{ask}");
     }
 }
 
