@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::manifest::{self, Retired};
-use crate::storage::{SEGMENT_HEADER_BYTES, SegmentFile, sync_dir, write_mark_to};
+use crate::storage::{SEGMENT_HEADER_BYTES, SegmentFile, write_mark_to};
 
 /// A sealed segment to copy once compaction is let go: its file, taken
 /// while compaction was held off ([`crate::storage::Segments::file_for_backup`]).
@@ -260,10 +260,7 @@ impl LastSegment {
         // Last, once every segment is durable: the meta file makes the
         // directory a store, so a backup cut short (a crash, a full disk)
         // does not open as one, silently shorter.
-        let meta = crate::meta::META_FILE;
-        fs::copy(self.src.join(meta), self.dest.join(meta))?;
-        File::open(self.dest.join(meta))?.sync_all()?;
-        sync_dir(&self.dest)
+        crate::meta::copy(&self.src, &self.dest)
     }
 }
 
