@@ -30,7 +30,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::log::Log;
@@ -146,24 +146,16 @@ pub(crate) fn start(
             reason: "backup destination is not empty".into(),
         });
     }
-    // The directories `create_dir_all` makes, deepest first.
-    let created: Vec<&Path> = dest
-        .ancestors()
-        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
-        .collect();
-    fs::create_dir_all(dest)?;
-    // Compared once both exist, through symlinks and `..`: a copy inside
-    // the store would be taken for part of it by every later backup, and
-    // go when the store's directory is cleared.
-    if dest.canonicalize()?.starts_with(src.canonicalize()?) {
-        for dir in created {
-            fs::remove_dir(dir)?;
-        }
+    // Compared before anything is made, through symlinks and `..`: a copy
+    // inside the store would be taken for part of it by every later
+    // backup, and go when the store's directory is cleared.
+    if resolved(dest)?.starts_with(src.canonicalize()?) {
         return Err(Error::InvalidPath {
             path: dest.to_path_buf(),
             reason: "backup destination is inside the store's directory".into(),
         });
     }
+    fs::create_dir_all(dest)?;
     let storage = log.storage();
     let last = storage.segment_of(upto);
     let segments = storage.list()?;
@@ -239,13 +231,23 @@ impl LastSegment {
         }
         if let Some(from) = self.from {
             let mut to = File::create(&self.to)?;
-            copy_records(from.file(), &mut to, self.len, self.start)?;
-            if self.len >= SEGMENT_HEADER_BYTES {
+            // A newest segment without records may be shorter than its
+            // header, left so by a crash while it was created (a read-only
+            // handle reads past it; an open for writing re-creates it): the
+            // backup gets the same short file, which its first open for
+            // writing re-creates the same way.
+            let len = if self.len == SEGMENT_HEADER_BYTES {
+                self.len.min(from.file().metadata()?.len())
+            } else {
+                self.len
+            };
+            copy_records(from.file(), &mut to, len, self.start)?;
+            if len >= SEGMENT_HEADER_BYTES {
                 // The header was copied with the mark of a later moment,
                 // which may lie past the bytes copied: the copy's bytes are
                 // all durable once synced below, and no more.
                 for slot in 0..2 {
-                    write_mark_to(&to, self.seg, self.len, slot)?;
+                    write_mark_to(&to, self.seg, len, slot)?;
                 }
             }
             to.flush()?;
@@ -262,6 +264,35 @@ impl LastSegment {
         // does not open as one, silently shorter.
         crate::meta::copy(&self.src, &self.dest)
     }
+}
+
+/// The absolute path `path` names once every missing directory of it is
+/// made: its deepest existing ancestor with symlinks and `..` resolved,
+/// then the rest, whose `..` only undo the missing names before them.
+///
+/// # Errors
+/// [`Error::Io`] when the existing ancestor cannot be resolved.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    let existing = path
+        .ancestors()
+        .find(|d| d.as_os_str().is_empty() || d.exists())
+        .unwrap_or(Path::new(""));
+    let base = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let mut resolved = base.canonicalize()?;
+    for part in path.strip_prefix(existing).unwrap_or(path).components() {
+        match part {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Normal(name) => resolved.push(name),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(resolved)
 }
 
 /// Copies the first `len` bytes of `from`, the segment starting at log

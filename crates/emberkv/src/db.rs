@@ -298,7 +298,7 @@ impl Core {
                 // (without one a replay brought the older value back).
                 Action::Remove => Entry::tombstone(key),
                 Action::Put { value, expires_at } => {
-                    self.check_sizes(key, value)?;
+                    self.check_write(key, value)?;
                     Entry {
                         flags: 0,
                         expires_at: *expires_at,
@@ -479,7 +479,12 @@ impl Core {
         );
     }
 
-    fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Fails as a write of `value` under `key` would before anything is
+    /// read or locked: [`Error::ReadOnly`] on a read-only handle (first, so
+    /// an oversized argument there gets that error too), then
+    /// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`].
+    fn check_write(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writable()?;
         if key.len() > MAX_KEY_BYTES {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
@@ -501,7 +506,7 @@ impl Core {
         self.writable()?;
         let ops = batch.last_per_key();
         for op in &ops {
-            self.check_sizes(op.key(), op.value().unwrap_or_default())?;
+            self.check_write(op.key(), op.value().unwrap_or_default())?;
         }
         let hashes: Vec<u64> = ops.iter().map(|op| self.hasher.hash(op.key())).collect();
         let mut shards: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
@@ -818,7 +823,7 @@ impl Db {
     }
 
     fn put(&self, key: &[u8], value: &[u8], expires_at: Option<u64>) -> Result<()> {
-        self.core.check_sizes(key, value)?;
+        self.core.check_write(key, value)?;
         self.core.modify(key, false, |_| {
             Ok((
                 Action::Put {
@@ -836,7 +841,7 @@ impl Db {
     /// # Errors
     /// As for [`Db::insert`].
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
-        self.core.check_sizes(key, b"")?;
+        self.core.check_write(key, b"")?;
         self.core
             .modify(key, false, |old| Ok((Action::Remove, old.is_some())))
     }
@@ -857,7 +862,7 @@ impl Db {
     where
         F: FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
     {
-        self.core.check_sizes(key, b"")?;
+        self.core.check_write(key, b"")?;
         self.core.modify(key, true, |old| {
             let expires_at = old.as_ref().and_then(|o| o.expires_at);
             Ok(match f(old.as_ref().map(|o| o.value.as_slice())) {
@@ -885,7 +890,7 @@ impl Db {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        self.core.check_sizes(key, new.unwrap_or_default())?;
+        self.core.check_write(key, new.unwrap_or_default())?;
         self.core.modify(key, true, |old| {
             if old.as_ref().map(|o| o.value.as_slice()) != expected {
                 return Ok((Action::Keep, false));
@@ -924,7 +929,7 @@ impl Db {
     /// # Errors
     /// As for [`Db::insert`].
     pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        self.core.check_sizes(key, b"")?;
+        self.core.check_write(key, b"")?;
         self.core.modify(key, true, |old| match old {
             Some(Old {
                 value,
@@ -941,7 +946,7 @@ impl Db {
     }
 
     fn set_expiry(&self, key: &[u8], expires_at: Option<u64>) -> Result<bool> {
-        self.core.check_sizes(key, b"")?;
+        self.core.check_write(key, b"")?;
         self.core.modify(key, true, |old| match old {
             Some(old) => Ok((
                 Action::Put {
