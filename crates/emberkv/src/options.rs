@@ -198,13 +198,16 @@ pub struct Options {
     /// [`crate::Db::clear`], [`crate::Db::compact`]) fails with
     /// [`crate::Error::ReadOnly`], and [`crate::Db::sync`] has nothing to
     /// do. Nothing of the store changes: no file of it is created, written,
-    /// cut or deleted, but for the empty `LOCK` file, made when a store has
-    /// none (a backup) and the directory may be written, so that a
-    /// writable open is kept out meanwhile (a torn tail the last crash left in the newest segment is
-    /// ignored, not cut, and [`crate::Stats::torn_bytes_cut`] counts it; an
-    /// index checkpoint is read, never written; a store of an older format
-    /// is not marked with this one), files are opened for reading only, so
-    /// a read-only file system serves, and no background thread runs. The
+    /// cut or deleted (a torn tail the last crash left in the newest
+    /// segment is read past, not cut, and [`crate::Stats::torn_bytes_cut`]
+    /// counts it; an index checkpoint is read, never written; a store of an
+    /// older format is not marked with this one), but for the empty `LOCK`
+    /// file, made when a store has none (a backup) and the directory may be
+    /// written, so that a writable open is kept out meanwhile. A backup
+    /// hard-links the sealed segments where it can, which changes their
+    /// files' link count and change time, not their bytes. Files are
+    /// opened for reading only, so a read-only file system serves, and no
+    /// background thread runs. The
     /// store's lock is taken shared: any number of read-only handles, in
     /// this process or others, may have the store open together, but not
     /// beside a writable one (the later open fails with
