@@ -1,6 +1,7 @@
 //! COMMAND: the command table as clients read it at connect (COUNT, DOCS,
 //! INFO, LIST).
 
+use super::docs::{self, Heading};
 use super::flag::{LOADING, STALE};
 use super::{COMMANDS, Ctx, Spec, Sub, dispatch_sub, flag, help, lookup, subcommands};
 use crate::error::CmdResult;
@@ -9,30 +10,40 @@ use crate::parse::Args;
 pub(super) static SUBS: &[Sub] = &[
     Sub {
         name: "count",
+        summary: "Returns a count of commands.",
+        since: "2.8.13",
         arity: 2,
         flags: LOADING | STALE,
         run: count,
     },
     Sub {
         name: "docs",
+        summary: "Returns documentary information about one, multiple or all commands.",
+        since: "7.0.0",
         arity: -2,
         flags: LOADING | STALE,
         run: docs,
     },
     Sub {
         name: "info",
+        summary: "Returns information about one, multiple or all commands.",
+        since: "2.8.13",
         arity: -2,
         flags: LOADING | STALE,
         run: info,
     },
     Sub {
         name: "list",
+        summary: "Returns a list of command names.",
+        since: "7.0.0",
         arity: -2,
         flags: LOADING | STALE,
         run: list,
     },
     Sub {
         name: "help",
+        summary: "Returns helpful text about the different subcommands.",
+        since: "5.0.0",
         arity: 2,
         flags: LOADING | STALE,
         run: command_help,
@@ -408,15 +419,30 @@ fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// A command's name and its docs map ([`docs::write`]).
 fn write_doc(ctx: &mut Ctx<'_>, spec: &Spec) {
     ctx.out.bulk(spec.name.as_bytes());
-    ctx.out.map(3);
-    ctx.out.bulk(b"summary");
-    ctx.out.bulk(spec.summary.as_bytes());
-    ctx.out.bulk(b"since");
-    ctx.out.bulk(spec.since.as_bytes());
-    ctx.out.bulk(b"group");
-    ctx.out.bulk(spec.group.as_bytes());
+    let names: Vec<String> = subcommands(spec.name)
+        .iter()
+        .map(|sub| format!("{}|{}", spec.name, sub.name))
+        .collect();
+    let subs: Vec<Heading<'_>> = subcommands(spec.name)
+        .iter()
+        .zip(&names)
+        .map(|(sub, name)| Heading {
+            name,
+            summary: sub.summary,
+            since: sub.since,
+            group: spec.group,
+        })
+        .collect();
+    let command = Heading {
+        name: spec.name,
+        summary: spec.summary,
+        since: spec.since,
+        group: spec.group,
+    };
+    docs::write(ctx.out, &command, &subs);
 }
 
 fn docs(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {

@@ -22,6 +22,7 @@ mod bitmap;
 mod client;
 mod command;
 mod conn;
+mod docs;
 mod keys;
 mod lcs;
 pub mod multi;
@@ -1067,6 +1068,10 @@ pub fn stat_name(slot: usize) -> String {
 pub struct Sub {
     /// Lower-case name.
     pub name: &'static str,
+    /// One-line summary, as COMMAND DOCS gives it.
+    pub summary: &'static str,
+    /// Redis version that introduced it.
+    pub since: &'static str,
     /// Arity, counting the container and the subcommand.
     pub arity: i32,
     /// [`flag`] bits, as COMMAND INFO reports them (the container's are

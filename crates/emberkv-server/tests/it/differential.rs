@@ -11,6 +11,7 @@
 //! reads the clock (TTL, TIME) or chance (RANDOMKEY) or lists keys in
 //! table order (KEYS, SCAN).
 
+use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1193,6 +1194,81 @@ fn command_info_in_resp3_answers_as_redis_server_does() {
             compared += 1;
         }
         assert!(compared > 65, "{compared} commands compared");
+    });
+}
+
+/// COMMAND DOCS under RESP3: the arguments of every command and of every
+/// subcommand redis-server 7.0 also has, frame for frame (names, types,
+/// tokens, key spec indexes, flags, nesting), each argument's `since` and
+/// `deprecated_since` left out (emberkv-server leaves them out);
+/// summaries and complexities are
+/// emberkv's own. redis-cli builds its syntax hints from these.
+#[test]
+fn command_docs_arguments_are_redis_servers() {
+    /// `frame` without the `since` and `deprecated_since` fields of its
+    /// maps, at any depth.
+    fn without_since(frame: Frame) -> Frame {
+        match frame {
+            Frame::Map(pairs) => Frame::Map(
+                pairs
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        ![&b"since"[..], b"deprecated_since"].contains(&match k {
+                            Frame::Bulk(k) => &k[..],
+                            _ => &b""[..],
+                        })
+                    })
+                    .map(|(k, v)| (k, without_since(v)))
+                    .collect(),
+            ),
+            Frame::Array(items) => Frame::Array(items.into_iter().map(without_since).collect()),
+            other => other,
+        }
+    }
+    /// The `arguments` (if any) of each command and subcommand in a
+    /// COMMAND DOCS reply, by name.
+    fn arguments(reply: Frame, into: &mut BTreeMap<String, Option<Frame>>) {
+        let Frame::Map(commands) = reply else {
+            panic!("COMMAND DOCS: {reply:?}")
+        };
+        for (name, docs) in commands {
+            let (Frame::Bulk(name), Frame::Map(fields)) = (name, docs) else {
+                panic!("a docs entry")
+            };
+            let mut args = None;
+            for (field, value) in fields {
+                match field {
+                    Frame::Bulk(f) if &f[..] == b"arguments" => args = Some(without_since(value)),
+                    Frame::Bulk(f) if &f[..] == b"subcommands" => arguments(value, into),
+                    _ => {}
+                }
+            }
+            into.insert(String::from_utf8_lossy(&name).into_owned(), args);
+        }
+    }
+    compare(|pair| {
+        pair.send_uncompared(&words("HELLO 3"));
+        let (mut redis, mut ember) = (BTreeMap::new(), BTreeMap::new());
+        for name in command_names(pair) {
+            let (theirs, ours) =
+                pair.send_uncompared(&[b"COMMAND".to_vec(), b"DOCS".to_vec(), name]);
+            arguments(theirs, &mut redis);
+            arguments(ours, &mut ember);
+        }
+        let newer = ["client|setinfo", "client|no-touch"];
+        for (name, ours) in &ember {
+            pair.compared += 1;
+            match redis.get(name) {
+                Some(theirs) if theirs != ours => pair.diffs.push(format!(
+                    "COMMAND DOCS {name}\n    redis-server:   {theirs:?}\n    emberkv-server: {ours:?}"
+                )),
+                Some(_) => {}
+                None if newer.contains(&name.as_str()) => {}
+                None => pair.diffs.push(format!("COMMAND DOCS {name}: redis-server has none")),
+            }
+        }
+        assert!(ember.len() > 85, "{} docs compared", ember.len());
+        assert!(ember.values().filter(|a| a.is_some()).count() > 60);
     });
 }
 
