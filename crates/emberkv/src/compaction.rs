@@ -50,6 +50,8 @@ pub struct CompactionReport {
     pub damaged: Vec<u64>,
     /// Records copied to the tail (values and tombstones).
     pub records_copied: u64,
+    /// Bytes of those copies appended to the log.
+    pub bytes_copied: u64,
     /// Bytes of segment files deleted (or scheduled for deletion while an
     /// iterator is alive), less the bytes of the copies appended.
     pub bytes_reclaimed: u64,
@@ -396,6 +398,7 @@ fn compact_segments(
         core.compactions.fetch_add(1, Ordering::Relaxed);
         on_progress()?;
     }
+    report.bytes_copied = copied_bytes;
     report.bytes_reclaimed = deleted.saturating_sub(copied_bytes);
     Ok(report)
 }
