@@ -31,8 +31,10 @@ pub type Opener = fn(&Path, &OpenOptions) -> Result<Box<dyn Engine>>;
 pub enum Kind {
     /// A real store, ranked against the others.
     Store,
-    /// Reference rail: an in-memory concurrent map, the ceiling a store
-    /// could reach without durability. Never ranked.
+    /// Reference rail: an in-memory concurrent map, what the harness
+    /// reaches against a store that keeps nothing on disk. Not a bound: the
+    /// harness's own work per operation (value generation and checks)
+    /// dominates, and a store can match or pass it. Never ranked.
     Ceiling,
     /// Reference rail: an engine that stores nothing, the cost of the
     /// harness itself. Never ranked, and its reads are not verified.

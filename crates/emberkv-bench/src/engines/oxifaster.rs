@@ -222,6 +222,28 @@ impl Engine for Oxifaster {
 
     fn get(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
         let key = RawBytes::from(key.to_vec());
+        // A record in memory is read where it lies (`read_view`), its value
+        // copied once, into `buf`; one on disk (`NotSupported` there) is
+        // read with `read`, which returns a copy of its own.
+        let in_memory = self.with_session(|s| {
+            let guard = s.pin();
+            match s.read_view(&guard, &key) {
+                Ok(Some(view)) => match view.value_bytes() {
+                    Some(value) if !view.is_tombstone() => {
+                        buf.clear();
+                        buf.extend_from_slice(value);
+                        Ok(Some(true))
+                    }
+                    _ => Ok(Some(false)),
+                },
+                Ok(None) => Ok(Some(false)),
+                Err(Status::NotSupported) => Ok(None),
+                Err(status) => bail!("read_view: {status}"),
+            }
+        })?;
+        if let Some(found) = in_memory {
+            return Ok(found);
+        }
         let value = self.with_session(|s| {
             loop {
                 match s.read(&key) {
