@@ -163,7 +163,9 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// `100,000 keys, cache-resident` or `300,000 keys, own caches ≤ 32 MiB`,
+    /// `100,000 keys, default caches` (each engine's caches at their shipped
+    /// sizes, which not every engine's hold the data in) or `300,000 keys,
+    /// own caches ≤ 32 MiB`,
     /// and `, 2 threads` when the scenario sets its own thread count.
     pub fn shape(&self) -> String {
         let threads = match self.threads {
@@ -177,7 +179,7 @@ impl Scenario {
                 thousands(self.keys),
                 human_bytes(b)
             ),
-            None => format!("{} keys, cache-resident", thousands(self.keys)),
+            None => format!("{} keys, default caches", thousands(self.keys)),
         };
         keys + &threads
     }
@@ -434,8 +436,10 @@ impl Report {
              measures for {} after {} s of unmeasured warm-up (steady workloads), {} \
              repetition(s); the throughput shown is the median of the repetitions, latencies \
              are of every measured operation (HdrHistogram per thread, merged). Keys a \
-             cell needs are loaded before it, unmeasured and identically for every \
-             engine, in batches of {}. Every read is verified (length and check word; \
+             cell needs are loaded before it, unmeasured, through the same calls for every \
+             engine: groups of {} pairs, each committed as one transaction or write batch \
+             where the engine's adapter implements one (and inserted pair by pair \
+             otherwise). Every read is verified (length and check word; \
              every {}th byte for byte); a wrong answer fails the engine's cell. Space \
              amplification is bytes allocated on disk over logical bytes (keys plus \
              values held) after the cell (a fill's: after its last pass through every \
@@ -497,7 +501,7 @@ impl Report {
         let (last, _) = columns[columns.len() - 1];
         let _ = writeln!(
             md,
-            "\nreadrandom ops/sec on {} keys, cache-resident, by client threads (the \
+            "\nreadrandom ops/sec on {} keys, default caches, by client threads (the \
              machine has {} cores). The last column is the throughput at {last} threads over \
              the throughput at {first}.\n",
             thousands(columns[0].1.keys),
@@ -691,6 +695,38 @@ impl Report {
                     );
                 }
                 _ => {}
+            }
+            let at_rest_due = self.harness.settle_s.is_some()
+                && c.kind == Kind::Store
+                && c.workload.shape() == Shape::Steady
+                && c.workload.writes_only();
+            if at_rest_due && m.settled_disk_bytes.is_none() {
+                let _ = writeln!(
+                    notes,
+                    "- **{}: space at rest not measured (the measurement failed; the \
+                     run's log says why).**",
+                    c.engine
+                );
+            }
+        }
+        let counted = |c: &&Cell| {
+            c.metrics
+                .as_ref()
+                .is_some_and(|m| m.writes_per_sync(c.workload).is_some())
+        };
+        if cells.iter().any(counted) {
+            let silent: Vec<&str> = cells
+                .iter()
+                .filter(|c| c.kind == Kind::Store && c.status == Status::Ok && !counted(c))
+                .map(|c| c.engine.as_str())
+                .collect();
+            if !silent.is_empty() {
+                let _ = writeln!(
+                    notes,
+                    "- {}: writes per fsync/fdatasync not reported (the engine does not \
+                     count its syncs, and the harness does not guess them).",
+                    silent.join(", ")
+                );
             }
         }
         notes
@@ -1004,6 +1040,58 @@ mod tests {
         assert!(!md.contains("at rest"), "{md}");
     }
 
+    /// Under a write-only table where one engine reports its syncs, the
+    /// others are named as not reporting them; an overwrite cell whose
+    /// measurement at rest failed says so.
+    #[test]
+    fn notes_name_engines_without_syncs_and_failed_measurements_at_rest() {
+        let mut r = report();
+        r.scenarios[0].workloads = vec![Workload::Overwrite];
+        r.cells = vec![
+            cell(
+                "counts",
+                Kind::Store,
+                Workload::Overwrite,
+                Status::Ok,
+                Some(Metrics {
+                    syncs: Some(200),
+                    settled_disk_bytes: Some(1_500),
+                    ..metrics(1_000.0, None, None)
+                }),
+            ),
+            cell(
+                "silent",
+                Kind::Store,
+                Workload::Overwrite,
+                Status::Ok,
+                Some(metrics(500.0, None, None)),
+            ),
+            cell(
+                "ceil",
+                Kind::Ceiling,
+                Workload::Overwrite,
+                Status::Ok,
+                Some(metrics(9_999.0, None, None)),
+            ),
+        ];
+        let md = r.markdown(None);
+        assert!(
+            md.contains("- counts: 6.2 writes per fsync/fdatasync"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- silent: writes per fsync/fdatasync not reported"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- **silent: space at rest not measured"),
+            "{md}"
+        );
+        assert!(!md.contains("counts: space at rest not"), "{md}");
+        assert!(!md.contains("ceil: space at rest not"), "{md}");
+        assert!(!md.contains("ceil, "), "{md}");
+    }
+
     #[test]
     fn tables_rank_stores_apart_from_rails_and_never_show_zero() {
         let md = report().markdown(Some("charts"));
@@ -1139,11 +1227,11 @@ mod tests {
         );
         assert!(md.contains("| other | store | — | 50 | — | — |"), "{md}");
         assert!(
-            md.contains("### readrandom — 100,000 keys, cache-resident\n"),
+            md.contains("### readrandom — 100,000 keys, default caches\n"),
             "{md}"
         );
         assert!(
-            !md.contains("### readrandom — 100,000 keys, cache-resident, 1 thread"),
+            !md.contains("### readrandom — 100,000 keys, default caches, 1 thread"),
             "{md}"
         );
     }
