@@ -144,8 +144,17 @@ pub struct Bench<'a> {
     present: Vec<bool>,
     present_count: u64,
     next_new: u64,
+    /// Phases run on a store that outlives them (steady and delete
+    /// phases): the `run` of their value versions, so that every engine
+    /// writes the same values in its n-th such phase, however many passes
+    /// its fills made.
     runs: u64,
     pristine: bool,
+    /// Whether a fill left the store: a steady or delete cell then starts
+    /// on a fresh one, loaded whole, not on whatever share of the keys the
+    /// fill's last pass wrote before the window closed (which differs from
+    /// engine to engine).
+    filled: bool,
     label: String,
 }
 
@@ -199,6 +208,7 @@ impl<'a> Bench<'a> {
             next_new: keys,
             runs: 0,
             pristine: true,
+            filled: false,
             label: label.to_owned(),
         };
         bench.fresh_store()?;
@@ -249,12 +259,14 @@ impl<'a> Bench<'a> {
         self.present_count = 0;
         self.next_new = self.keys;
         self.pristine = true;
+        self.filled = false;
         Ok(())
     }
 
     /// Runs one cell of `workload`: `reps` measured repetitions. Steady
     /// workloads first load the keys the store lacks (unmeasured, in
-    /// batches of [`LOAD_BATCH`]), sync, warm up and measure. Fills insert
+    /// batches of [`LOAD_BATCH`]; into a fresh store when a fill left the
+    /// current one), sync, warm up and measure. Fills insert
     /// every key into a fresh store, deletes remove every key from a fully
     /// loaded one, each repeated until the window is filled. A wrong read
     /// is an error.
@@ -285,9 +297,16 @@ impl<'a> Bench<'a> {
                 match workload.shape() {
                     Shape::Fill if !self.pristine => self.fresh_store()?,
                     Shape::Fill => {}
-                    Shape::Drain | Shape::Steady => self.load_missing()?,
+                    Shape::Drain | Shape::Steady => {
+                        if self.filled {
+                            self.fresh_store()?;
+                        }
+                        self.load_missing()?;
+                    }
                 }
-                let warmup = workload.shape() == Shape::Steady;
+                // (No warm-up phase at all when it lasts 0 s: its threads
+                // would run a number of operations that only timing sets.)
+                let warmup = workload.shape() == Shape::Steady && !self.cfg.warmup.is_zero();
                 let out = self.phase(workload, warmup, remaining)?;
                 ops += out.ops;
                 elapsed += out.elapsed;
@@ -367,7 +386,9 @@ impl<'a> Bench<'a> {
     /// One measured phase of `workload` with its client threads.
     fn phase(&mut self, workload: Workload, warmup: bool, stop: Stop) -> Result<PhaseOut> {
         let threads = self.cfg.threads.max(1);
-        self.runs += 1;
+        if workload.shape() != Shape::Fill {
+            self.runs += 1;
+        }
         let order: &[u64] = match workload {
             Workload::FillSeq => &self.key_order,
             Workload::FillRandom => &self.fill_order,
@@ -487,7 +508,10 @@ impl<'a> Bench<'a> {
         }
         self.next_new += inserted * threads as u64;
         match workload.shape() {
-            Shape::Fill => self.pristine = false,
+            Shape::Fill => {
+                self.pristine = false;
+                self.filled = true;
+            }
             Shape::Drain => {}
             Shape::Steady => out.exhausted = false,
         }
@@ -889,6 +913,59 @@ mod tests {
             }
         }
         bench.close().unwrap();
+    }
+
+    /// A steady cell after a fill starts on a fresh store loaded whole,
+    /// and writes the same values whatever the fills did before it: one
+    /// writer, 1,000 keys, fills of 2,500 operations (three passes, the
+    /// last cut at 500 keys), one fill cell or two, then 2,500 overwrites
+    /// in a store of their own; the two stores end with the same pairs,
+    /// and some keys no overwrite reached hold the loaded value.
+    #[test]
+    fn a_steady_cell_after_fills_starts_afresh_with_the_same_values() {
+        // One writer and no warm-up (whose length is time): the streams
+        // alone decide what the store ends with.
+        let cfg = Config {
+            threads: 1,
+            warmup: Duration::ZERO,
+            ..config(Stop::Ops(2_500))
+        };
+        let open = |_: &Path| -> Result<Box<dyn Engine>> { Ok(Box::new(Mem::default())) };
+        let pairs_after = |fills: u32| {
+            let root = tempfile::tempdir().unwrap();
+            let mut bench = Bench::new(&open, root.path(), 1_000, &cfg, true, "mem").unwrap();
+            for _ in 0..fills {
+                let fill = measured(bench.run(Workload::FillRandom).unwrap());
+                assert_eq!(fill.rounds, 3, "{fill:?}");
+            }
+            measured(bench.run(Workload::Overwrite).unwrap());
+            // Three stores per fill cell (the first pass of the first in
+            // the store the bench opened), then one for the overwrite.
+            assert_eq!(bench.store_no, 3 * fills, "a store of its own");
+            let mut pairs = Vec::new();
+            bench
+                .engine()
+                .scan(b"", usize::MAX, &mut |k, v| {
+                    pairs.push((k.to_vec(), v.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            let mut loaded = Vec::new();
+            let untouched = (0..1_000u64)
+                .filter(|&i| {
+                    bench.values.fill(i, 0, &mut loaded);
+                    pairs
+                        .iter()
+                        .any(|(k, v)| k[..] == key(i)[..] && *v == loaded)
+                })
+                .count();
+            (pairs, untouched)
+        };
+        let (once, untouched) = pairs_after(1);
+        assert_eq!(once.len(), 1_000);
+        // About e^-2.5 of the keys (82 expected) are not overwritten.
+        assert!((30..200).contains(&untouched), "{untouched}");
+        assert!(once == pairs_after(2).0, "the same values after more fills");
     }
 
     #[test]
