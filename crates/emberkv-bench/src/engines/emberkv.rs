@@ -1,9 +1,12 @@
 //! emberkv at its shipped defaults (`emberkv::Options::default()`), with
 //! `sync_writes(true)` for FULL durability and, in out-of-cache mode, the
-//! budget split between the hot tier (three quarters) and the read cache
-//! (a quarter; at the default `map_cold_reads = true` gets read cold
-//! records through memory maps of the segment files, the OS page cache, and
-//! the read cache serves only gets by `pread`).
+//! budget given to the hot tier, the read cache off: at the default
+//! `map_cold_reads = true` gets read cold records through memory maps of
+//! the segment files (the OS page cache, as LMDB's reads), and the read
+//! cache serves only gets by `pread`, which then do not happen. (Until
+//! 2026-12-04 a quarter of the budget went to that idle cache.) With
+//! `map_cold_reads` off, the budget would be split: three quarters hot
+//! tier, a quarter read cache.
 
 use std::path::Path;
 
@@ -26,7 +29,7 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
     let defaults = ::emberkv::Options::default();
     let mut set = Vec::new();
     if let Some(budget) = options.resident_budget {
-        let cache = budget / 4;
+        let cache = if defaults.map_cold_reads { 0 } else { budget / 4 };
         let hot = (budget - cache).max(MIN_HOT_BYTES);
         opts = opts
             .hot_bytes(usize::try_from(hot)?)
@@ -44,8 +47,9 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
         if defaults.map_cold_reads {
             set.push(
                 "map_cold_reads = true, unchanged: cold gets read through memory maps \
-                 of the segment files (the OS page cache, as LMDB's reads do), so the \
-                 read cache is not used"
+                 of the segment files (the OS page cache, as LMDB's reads do), which \
+                 the read cache would not serve, so it is off and the whole budget is \
+                 the hot tier's"
                     .to_owned(),
             );
         }
