@@ -22,9 +22,10 @@
 //! a missed change).
 //!
 //! # Exclusive sections and isolated reads
-//! EXEC and FLUSHDB run as an [`Exclusive`] section: they lock every
-//! stripe they touch, in index order, for their whole run, and count
-//! themselves in a gate (begun, ended). Reads take no lock: a read-only
+//! EXEC, FLUSHDB and every multi-key write (MSET, MSETNX, DEL of several
+//! keys, RENAME, COPY, BITOP: `Kv::lock_all`) run as an [`Exclusive`]
+//! section: they lock every stripe they touch, in index order, for their
+//! whole run, and count themselves in a gate (begun, ended). Reads take no lock: a read-only
 //! command runs through [`Store::read`], which runs it lock-free when no
 //! section was running before and none began during the read (three
 //! atomic loads of a line only sections write), and otherwise again under

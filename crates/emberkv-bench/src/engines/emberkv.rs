@@ -29,7 +29,11 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
     let defaults = ::emberkv::Options::default();
     let mut set = Vec::new();
     if let Some(budget) = options.resident_budget {
-        let cache = if defaults.map_cold_reads { 0 } else { budget / 4 };
+        let cache = if defaults.map_cold_reads {
+            0
+        } else {
+            budget / 4
+        };
         let hot = (budget - cache).max(MIN_HOT_BYTES);
         opts = opts
             .hot_bytes(usize::try_from(hot)?)
