@@ -34,7 +34,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::clients::{ClientHandle, Slot};
+use crate::clients::{ClientHandle, Clients, Slot};
 use crate::cmd::{self, Ctx};
 use crate::reply::Reply;
 use crate::request::{Parsed, RequestParser};
@@ -47,6 +47,14 @@ const OUT_HIGH_WATER: usize = 64 << 20;
 
 /// Free room below which the read buffer grows before a read.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Most the read buffer grows by before one read (64 MiB, the largest
+/// value the engine takes): a bulk announced larger is read in steps, its
+/// memory taken as its bytes arrive, not at its header. Reserving what the
+/// header announced panicked the connection's task at a length near
+/// `i64::MAX` (with `proto-max-bulk-len` raised that far) and aborted the
+/// process, out of memory, at 10^15 bytes.
+const MAX_RESERVE: usize = 64 << 20;
 
 /// A client's socket.
 #[derive(Debug)]
@@ -114,9 +122,29 @@ struct Connection {
     need: usize,
 }
 
+/// Takes a client out of the client list when dropped: when its
+/// connection ends, and when its task unwinds from a panic too (a task
+/// that panicked left a client in CLIENT LIST and INFO's count for good,
+/// and SHUTDOWN waited for it).
+struct Registered<'a> {
+    clients: &'a Clients,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.clients.unregister(self.id);
+    }
+}
+
 /// Serves one client until it leaves, is killed, or the server shuts
-/// down; then unregisters it and frees its `maxclients` slot.
+/// down; then unregisters it and frees its `maxclients` slot (which
+/// happens on a panic's unwinding too).
 pub async fn serve(stream: Stream, shared: Arc<Shared>, handle: Arc<ClientHandle>, slot: Slot) {
+    let registered = Registered {
+        clients: &shared.clients,
+        id: handle.id,
+    };
     let max_bulk = shared.live.max_bulk.load(Ordering::Relaxed) as usize;
     let mut conn = Connection {
         session: Session::new(Arc::clone(&handle), &shared),
@@ -143,7 +171,7 @@ pub async fn serve(stream: Stream, shared: Arc<Shared>, handle: Arc<ClientHandle
     if conn.session.shutdown {
         shared.request_shutdown();
     }
-    shared.clients.unregister(handle.id);
+    drop(registered);
     drop(slot);
 }
 
@@ -307,9 +335,13 @@ impl Connection {
     }
 
     /// Grows the read buffer before a read: to what the parser needs (a
-    /// large bulk is read in few calls), at least [`READ_CHUNK`] free.
+    /// large bulk is read in few calls), at least [`READ_CHUNK`] free and
+    /// at most [`MAX_RESERVE`] more.
     fn reserve(&mut self) {
-        let want = self.need.saturating_sub(self.inbuf.len()).max(READ_CHUNK);
+        let want = self
+            .need
+            .saturating_sub(self.inbuf.len())
+            .clamp(READ_CHUNK, MAX_RESERVE);
         if self.inbuf.capacity() - self.inbuf.len() < want {
             self.inbuf.reserve(want);
         }
@@ -329,5 +361,28 @@ impl Connection {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::Transport;
+
+    /// A client leaves the list when its task unwinds from a panic, not
+    /// only when it ends normally.
+    #[test]
+    fn a_client_whose_task_panics_leaves_the_list() {
+        let clients = Clients::new(10);
+        let handle = clients.register("a".into(), "b".into(), 3, Transport::Tcp);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _registered = Registered {
+                clients: &clients,
+                id: handle.id,
+            };
+            panic!("a connection task's bug");
+        }));
+        assert!(unwound.is_err());
+        assert!(clients.is_empty());
     }
 }

@@ -80,7 +80,30 @@ pub fn init(level: Level, logfile: &str) -> std::io::Result<()> {
         )
     };
     let _ = SINK.set(Mutex::new(sink));
+    log_panics();
     Ok(())
+}
+
+/// Writes every panic to the log too, at warning level, before the
+/// default hook prints it to standard error: a connection task that
+/// panics ends only that client, and its panic would otherwise go
+/// unseen when standard error is not kept. (Skipped when the panic
+/// struck while the log was being written.)
+fn log_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(mut sink) = SINK.get().and_then(Mutex::try_lock) {
+            let line = format!(
+                "{}:M {} {} panic: {info}\n",
+                std::process::id(),
+                timestamp(SystemTime::now()),
+                Level::Warning.mark(),
+            );
+            let _ = sink.write_all(line.as_bytes());
+            let _ = sink.flush();
+        }
+        previous(info);
+    }));
 }
 
 /// Changes the level (CONFIG SET loglevel).

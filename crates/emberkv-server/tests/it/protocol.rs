@@ -300,3 +300,30 @@ fn values_above_the_engine_limit_are_refused_cleanly() {
     assert!(as_bytes(&reply).starts_with(b"ERR key of 65537 bytes"));
     assert_eq!(r.q("PING"), simple("PONG"));
 }
+
+/// A bulk announced near `i64::MAX` (with `proto-max-bulk-len` raised that
+/// far) takes memory only as its bytes arrive: the attack's exact input
+/// panicked the connection's task ("capacity overflow") three times, and
+/// each left a client behind in INFO's count and CLIENT LIST.
+#[test]
+fn a_bulk_announced_near_i64_max_is_read_as_it_arrives() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    assert_eq!(
+        a.q("CONFIG SET proto-max-bulk-len 9223372036854775807"),
+        ok()
+    );
+    for _ in 0..3 {
+        let mut b = s.raw();
+        b.send(b"*2\r\n$4\r\necho\r\n$9223372036854775800\r\nabc");
+        assert_eq!(a.q("PING"), simple("PONG"));
+        drop(b);
+    }
+    assert!(eventually(5, || {
+        String::from_utf8(as_bytes(&a.q("INFO clients")))
+            .unwrap()
+            .contains("connected_clients:1\r\n")
+    }));
+    assert_eq!(a.q("ECHO still"), bulk(b"still"));
+    assert!(!s.log().contains("panic"), "{}", s.log());
+}
