@@ -943,12 +943,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     };
     if !arity_ok(spec.arity, args.len()) {
         ctx.session.local.rejected(i);
-        ctx.refuse(&CmdError::WrongArity(spec.name.to_string()));
+        reject(ctx, spec, &CmdError::WrongArity(spec.name.to_string()));
         return;
     }
     if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
         ctx.session.local.rejected(i);
-        ctx.refuse(&CmdError::NoAuth);
+        reject(ctx, spec, &CmdError::NoAuth);
         return;
     }
     if ctx.session.multi.is_some() && spec.flags & NO_MULTI != 0 {
@@ -963,6 +963,19 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
         return;
     }
     execute(ctx, i, args);
+}
+
+/// Refuses a command before it runs (see `Ctx::refuse`); an EXEC refused
+/// in MULTI discards the transaction and replies EXECABORT with the
+/// reason, as Redis 7's `execCommandAbort` (it left the client in MULTI,
+/// so the commands after it were queued).
+fn reject(ctx: &mut Ctx<'_>, spec: &Spec, e: &CmdError) {
+    if spec.name == "exec" && ctx.session.multi.is_some() {
+        let abort = multi::abort(ctx, e);
+        ctx.fail(&abort);
+    } else {
+        ctx.refuse(e);
+    }
 }
 
 /// Runs command `i` of [`COMMANDS`], its name, arity and authentication

@@ -156,6 +156,22 @@ fn end(ctx: &mut Ctx<'_>) -> Option<(Multi, Watched)> {
     Some((multi, std::mem::take(&mut ctx.session.watched)))
 }
 
+/// Leaves MULTI for an EXEC refused before it ran (`e`: wrong arity, or
+/// not authenticated), and returns its reply: Redis 7's EXECABORT with
+/// the reason, which names no error code when the refusal's own line
+/// adds `ERR` to a bare message (arity) and keeps it otherwise (NOAUTH).
+pub(super) fn abort(ctx: &mut Ctx<'_>, e: &CmdError) -> CmdError {
+    end(ctx);
+    let line = e.to_string();
+    let reason = match e {
+        CmdError::WrongArity(_) => line.strip_prefix("ERR ").unwrap_or(&line),
+        _ => &line,
+    };
+    CmdError::Msg(format!(
+        "EXECABORT Transaction discarded because of: {reason}"
+    ))
+}
+
 pub(super) fn discard(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     if end(ctx).is_none() {
         return Err(CmdError::err("DISCARD without MULTI"));

@@ -773,6 +773,14 @@ LCS p x IDX
 ~ HELLO 3
 LCS key1 key2 IDX WITHMATCHLEN
 LCS key1 key2
+MULTI
+SET ea 1
+EXEC x
+GET ea
+MULTI
+SET ea 2
+EXEC
+GET ea
 "#;
 
 /// Runs `f` against a fresh redis-server and emberkv-server, then fails
