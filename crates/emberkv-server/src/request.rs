@@ -283,6 +283,14 @@ fn line_number(
     }
 }
 
+/// C's `isspace` in the "C" locale, which `sdssplitargs` separates words
+/// and checks closing quotes with: Rust's `is_ascii_whitespace` leaves out
+/// the vertical tab (0x0B), so `echo \x0Bhello` echoed the tab and
+/// `echo "a"\x0B` was refused as unbalanced quotes (Redis: `hello`, `a`).
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
 /// Splits a line into words as Redis's `sdssplitargs` does: words are
 /// separated by whitespace; `"..."` understands `\n \r \t \b \a \\ \"` and
 /// `\xHH`; `'...'` understands `\'`; a closing quote must be followed by
@@ -296,7 +304,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let n = line.len();
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_c_space(line[i]) {
             i += 1;
         }
         if i == n {
@@ -331,7 +339,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         });
                     }
                     b'"' => {
-                        if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        if i + 1 < n && !is_c_space(line[i + 1]) {
                             return None;
                         }
                         i += 1;
@@ -349,7 +357,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         word.push(b'\'');
                     }
                     b'\'' => {
-                        if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        if i + 1 < n && !is_c_space(line[i + 1]) {
                             return None;
                         }
                         i += 1;
@@ -571,6 +579,16 @@ mod tests {
         );
         assert_eq!(split_args(b"\0\x01"), Some(vec![]));
         assert_eq!(split_args(b"\"a\0\""), None);
+        // The attack's inputs, against redis-server 7.0's replies: the
+        // vertical tab separates words and may follow a closing quote, as
+        // C's isspace says, but does not end an unquoted word (Redis's
+        // switch lists space, \n, \r, \t and NUL only).
+        assert_eq!(
+            split_args(b"echo \x0bhello"),
+            Some(words(&["echo", "hello"]))
+        );
+        assert_eq!(split_args(b"echo \"a\"\x0b"), Some(words(&["echo", "a"])));
+        assert_eq!(split_args(b"a\x0bb"), Some(vec![b"a\x0bb".to_vec()]));
     }
 
     #[test]
