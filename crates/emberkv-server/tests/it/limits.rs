@@ -276,3 +276,43 @@ fn unix_socket_only_with_permissions() {
     let info = String::from_utf8(as_bytes(&u.q("CLIENT INFO"))).unwrap();
     assert!(info.contains(" flags=U "), "{info}");
 }
+
+/// A client that reads a large reply slowly is not idle (`--timeout 1`),
+/// and gets all of it before its QUIT closes the connection: four GETs of
+/// 16 MiB and a QUIT in one write, read at about 10 MB/s (over 6 s). The
+/// attack saw 125 MB of replies cut at 77 MB, 5 s after the QUIT, and at
+/// 73-82 MB with a timeout of 1 s, where redis-server sends them all.
+#[test]
+fn a_slow_reader_gets_its_whole_reply_despite_quit_and_timeout() {
+    use std::io::{Read, Write};
+    let s = Server::start(&["--timeout", "1"]);
+    let mut a = s.raw();
+    let big = vec![b'x'; 16 << 20];
+    assert_eq!(a.call(&[b"SET", b"big", &big]), ok());
+    let get = b"$16777216\r\n".len() + (16 << 20) + 2;
+    // Reads slowly until `want` bytes came or the server closed.
+    let slowly = |b: &mut std::net::TcpStream, want: usize| {
+        let mut received = 0usize;
+        let mut chunk = vec![0u8; 256 << 10];
+        while received < want {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+            match b.read(&mut chunk[..(256 << 10).min(want - received)]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+        received
+    };
+    let mut b = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    b.write_all(b"GET big\r\nGET big\r\nGET big\r\nGET big\r\nQUIT\r\n")
+        .unwrap();
+    let reply = 4 * get + b"+OK\r\n".len();
+    assert_eq!(slowly(&mut b, usize::MAX), reply, "before the QUIT's close");
+    // Without QUIT: three replies read over about 5 s, and the connection
+    // is still there after them.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.write_all(b"GET big\r\nGET big\r\nGET big\r\n").unwrap();
+    assert_eq!(slowly(&mut c, 3 * get), 3 * get, "before the timeout");
+    let mut c = Raw::new(c);
+    assert_eq!(c.q("PING"), simple("PONG"));
+}
