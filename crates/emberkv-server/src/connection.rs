@@ -38,7 +38,7 @@ use crate::clients::{ClientHandle, Clients, Slot};
 use crate::cmd::{self, Ctx};
 use crate::reply::Reply;
 use crate::request::{Parsed, RequestParser};
-use crate::server::Shared;
+use crate::server::{Live, Shared};
 use crate::stats::Local;
 use crate::{verbose, warning};
 
@@ -74,7 +74,8 @@ pub enum Stream {
 pub struct Session {
     /// The client's registry entry.
     pub handle: Arc<ClientHandle>,
-    /// Whether the client may run commands (no password, or AUTH done).
+    /// Whether the client authenticated (AUTH, HELLO AUTH), or connected
+    /// while the server had no password; see [`Session::authenticated`].
     pub authed: bool,
     /// Close once the pending replies are sent (QUIT, CLIENT KILL of
     /// itself).
@@ -98,6 +99,14 @@ pub struct Session {
 }
 
 impl Session {
+    /// Whether the client may run commands: it authenticated, or the
+    /// server has no password now (a client that connected while one was
+    /// set runs commands once it is removed, and waits for AUTH again if
+    /// one is set again, as in Redis 7).
+    pub fn authenticated(&self, live: &Live) -> bool {
+        self.authed || live.no_password.load(Ordering::Relaxed)
+    }
+
     /// The state of a client just registered as `handle`: authenticated
     /// when the server has no password, outside MULTI, nothing watched.
     pub fn new(handle: Arc<ClientHandle>, shared: &Shared) -> Session {
@@ -312,7 +321,8 @@ impl Connection {
             }
             // Per command: an AUTH earlier in the same read lifts the
             // limits on what an unauthenticated client may send.
-            self.parser.set_authenticated(self.session.authed);
+            self.parser
+                .set_authenticated(self.session.authenticated(&self.shared.live));
             match self.parser.parse(&self.inbuf) {
                 Ok(Parsed::Incomplete { need }) => {
                     self.need = need;

@@ -39,6 +39,10 @@ pub struct Live {
     pub qbuf_limit: AtomicU64,
     /// `latency-tracking`.
     pub latency_tracking: AtomicBool,
+    /// No `requirepass` is set: every client counts as authenticated,
+    /// those that connected while one was set too (as in Redis 7, whose
+    /// `authRequired` looks at the password now, not at connect).
+    pub no_password: AtomicBool,
 }
 
 impl Live {
@@ -48,6 +52,7 @@ impl Live {
             max_bulk: AtomicU64::new(0),
             qbuf_limit: AtomicU64::new(0),
             latency_tracking: AtomicBool::new(false),
+            no_password: AtomicBool::new(true),
         };
         live.update(c);
         live
@@ -62,6 +67,8 @@ impl Live {
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
         self.latency_tracking
             .store(c.latency_tracking, Ordering::Relaxed);
+        self.no_password
+            .store(c.requirepass.is_none(), Ordering::Relaxed);
     }
 }
 

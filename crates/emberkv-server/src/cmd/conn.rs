@@ -129,7 +129,7 @@ pub(super) fn hello(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         }
         ctx.session.authed = true;
     }
-    if !ctx.session.authed {
+    if !ctx.session.authenticated(&ctx.shared.live) {
         return Err(CmdError::Msg(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
         ));

@@ -946,7 +946,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
         reject(ctx, spec, &CmdError::WrongArity(spec.name.to_string()));
         return;
     }
-    if !ctx.session.authed && spec.flags & NO_AUTH == 0 {
+    if !ctx.session.authenticated(&ctx.shared.live) && spec.flags & NO_AUTH == 0 {
         ctx.session.local.rejected(i);
         reject(ctx, spec, &CmdError::NoAuth);
         return;

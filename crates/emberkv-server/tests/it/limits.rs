@@ -316,3 +316,23 @@ fn a_slow_reader_gets_its_whole_reply_despite_quit_and_timeout() {
     let mut c = Raw::new(c);
     assert_eq!(c.q("PING"), simple("PONG"));
 }
+
+/// A client that connected while a password was set runs commands once
+/// CONFIG SET removes it, and needs AUTH again once one is set again
+/// (Redis 7 looks at the password now, not at connect). The attack's
+/// sequence: B connected after A set `pw`, A removed it, B's SET got
+/// NOAUTH and its `AUTH pw` failed.
+#[test]
+fn removing_the_password_lets_clients_already_connected_in() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    assert_eq!(a.q("CONFIG SET requirepass pw"), ok());
+    let mut b = s.raw();
+    assert_eq!(b.q("SET x 1"), error("NOAUTH Authentication required."));
+    assert_eq!(a.call(&[b"CONFIG", b"SET", b"requirepass", b""]), ok());
+    assert_eq!(b.q("SET x 1"), ok());
+    assert_eq!(b.q("GET x"), bulk(b"1"));
+    assert_eq!(a.q("CONFIG SET requirepass pw2"), ok());
+    assert_eq!(b.q("GET x"), error("NOAUTH Authentication required."));
+    assert_eq!(a.q("GET x"), bulk(b"1"), "A connected without a password");
+}
