@@ -294,21 +294,26 @@ struct Filter {
 fn kill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let me = ctx.session.handle.id;
     if args.len() == 3 {
-        // Old form: CLIENT KILL ip:port.
+        // Old form: CLIENT KILL ip:port kills every client at that
+        // address, the caller included (as Redis 7: unix socket clients
+        // all share the address `path:0`; it killed the first only).
         let addr = text(args.get(2));
-        let Some(target) = ctx
+        let targets: Vec<_> = ctx
             .shared
             .clients
             .list()
             .into_iter()
-            .find(|c| c.addr == addr)
-        else {
+            .filter(|c| c.addr == addr)
+            .collect();
+        if targets.is_empty() {
             return Err(CmdError::err("No such client"));
-        };
-        if target.id == me {
-            ctx.session.close_after_reply = true;
-        } else {
-            target.kill();
+        }
+        for target in targets {
+            if target.id == me {
+                ctx.session.close_after_reply = true;
+            } else {
+                target.kill();
+            }
         }
         ctx.out.ok();
         return Ok(());

@@ -719,6 +719,28 @@ fn client_command() {
     assert!(a.closed(), "killing itself closes after the reply");
 }
 
+/// The old form of CLIENT KILL kills every client at the address, the
+/// caller included, as Redis 7: unix socket clients all share one (the
+/// attack saw only the first killed).
+#[test]
+fn client_kill_by_address_kills_every_client_there() {
+    let s = Server::start(&[]);
+    let mut tcp = s.raw();
+    let mut u: Vec<_> = (0..3).map(|_| s.raw_unix()).collect();
+    let line = String::from_utf8(as_bytes(&u[0].q("CLIENT INFO"))).unwrap();
+    let addr = line
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .unwrap()
+        .to_string();
+    assert!(addr.ends_with(":0"), "{addr}");
+    assert_eq!(u[0].q(&format!("CLIENT KILL {addr}")), ok());
+    for c in &mut u {
+        assert!(c.closed());
+    }
+    assert_eq!(tcp.q("PING"), simple("PONG"));
+}
+
 #[test]
 fn command_info_and_docs() {
     let s = Server::start(&[]);
