@@ -66,15 +66,20 @@ impl CmdError {
     /// The unknown-command error for a command and its arguments, listing
     /// arguments while the list is under 128 bytes, as Redis does.
     pub fn unknown_command<'a>(name: &[u8], mut args: impl Iterator<Item = &'a [u8]>) -> Self {
+        // Redis formats each with `%s`: a C string, which ends at a NUL.
+        let c_str = |b: &'a [u8]| &b[..memchr::memchr(0, b).unwrap_or(b.len())];
         let mut list = String::new();
         while list.len() < 128 {
-            let Some(arg) = args.next() else { break };
+            let Some(arg) = args.next().map(c_str) else {
+                break;
+            };
             let room = 128 - list.len();
             let text = String::from_utf8_lossy(&arg[..arg.len().min(room)]);
             list.push('\'');
             list.push_str(&text);
             list.push_str("' ");
         }
+        let name = &name[..memchr::memchr(0, name).unwrap_or(name.len())];
         let name = String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned();
         CmdError::UnknownCommand { name, args: list }
     }
@@ -142,6 +147,14 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "ERR unknown command 'foo', with args beginning with: "
+        );
+        // A NUL ends a name or argument, as C's `%s` (redis-server 7.0:
+        // `-ERR unknown command 'fo', with args beginning with: 'a' 'c' `).
+        let args: Vec<&[u8]> = vec![b"a\0b", b"c"];
+        let e = CmdError::unknown_command(b"fo\0o", args.into_iter());
+        assert_eq!(
+            e.to_string(),
+            "ERR unknown command 'fo', with args beginning with: 'a' 'c' "
         );
         let long = vec![b'x'; 300];
         let args: Vec<&[u8]> = vec![&long, b"next"];
