@@ -112,7 +112,7 @@ impl Session {
     pub fn new(handle: Arc<ClientHandle>, shared: &Shared) -> Session {
         Session {
             handle,
-            authed: shared.config.read().requirepass.is_none(),
+            authed: shared.live.no_password.load(Ordering::Relaxed),
             close_after_reply: false,
             shutdown: false,
             dirty: false,

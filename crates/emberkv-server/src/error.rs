@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::request::c_str;
+
 /// The result of running a command: its reply is written on success.
 pub type CmdResult<T = ()> = Result<T, CmdError>;
 
@@ -67,7 +69,6 @@ impl CmdError {
     /// arguments while the list is under 128 bytes, as Redis does.
     pub fn unknown_command<'a>(name: &[u8], mut args: impl Iterator<Item = &'a [u8]>) -> Self {
         // Redis formats each with `%s`: a C string, which ends at a NUL.
-        let c_str = |b: &'a [u8]| &b[..memchr::memchr(0, b).unwrap_or(b.len())];
         let mut list = String::new();
         while list.len() < 128 {
             let Some(arg) = args.next().map(c_str) else {
@@ -79,7 +80,7 @@ impl CmdError {
             list.push_str(&text);
             list.push_str("' ");
         }
-        let name = &name[..memchr::memchr(0, name).unwrap_or(name.len())];
+        let name = c_str(name);
         let name = String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned();
         CmdError::UnknownCommand { name, args: list }
     }

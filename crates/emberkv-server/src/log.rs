@@ -93,12 +93,7 @@ fn log_panics() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if let Some(mut sink) = SINK.get().and_then(Mutex::try_lock) {
-            let line = format!(
-                "{}:M {} {} panic: {info}\n",
-                std::process::id(),
-                timestamp(SystemTime::now()),
-                Level::Warning.mark(),
-            );
+            let line = line(Level::Warning, format_args!("panic: {info}"));
             let _ = sink.write_all(line.as_bytes());
             let _ = sink.flush();
         }
@@ -121,13 +116,7 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
-    let line = format!(
-        "{}:M {} {} {}\n",
-        std::process::id(),
-        timestamp(SystemTime::now()),
-        level.mark(),
-        args
-    );
+    let line = line(level, args);
     match SINK.get() {
         Some(sink) => {
             let mut sink = sink.lock();
@@ -136,6 +125,18 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
         }
         None => eprint!("{line}"),
     }
+}
+
+/// One line of the log, as redis-server writes it: process id, role,
+/// time, level mark, message.
+fn line(level: Level, args: fmt::Arguments<'_>) -> String {
+    format!(
+        "{}:M {} {} {}\n",
+        std::process::id(),
+        timestamp(SystemTime::now()),
+        level.mark(),
+        args
+    )
 }
 
 /// `01 Jan 2025 12:00:00.000`, in UTC.

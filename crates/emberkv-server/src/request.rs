@@ -283,6 +283,12 @@ fn line_number(
     }
 }
 
+/// The bytes of `b` before its first NUL: what C reads of it as a string
+/// (Redis splits and formats C strings).
+pub fn c_str(b: &[u8]) -> &[u8] {
+    &b[..memchr::memchr(0, b).unwrap_or(b.len())]
+}
+
 /// C's `isspace` in the "C" locale, which `sdssplitargs` separates words
 /// and checks closing quotes with: Rust's `is_ascii_whitespace` leaves out
 /// the vertical tab (0x0B), so `echo \x0Bhello` echoed the tab and
@@ -298,7 +304,7 @@ fn is_c_space(b: u8) -> bool {
 /// commands and config files.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     // Redis splits a C string: a NUL byte ends the line.
-    let line = &line[..memchr::memchr(0, line).unwrap_or(line.len())];
+    let line = c_str(line);
     let mut words = Vec::new();
     let mut i = 0;
     let n = line.len();
