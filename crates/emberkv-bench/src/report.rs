@@ -257,8 +257,8 @@ pub struct Metrics {
     pub disk_bytes: u64,
     /// Bytes of the keys and values the store holds.
     pub logical_bytes: u64,
-    /// Steady write-only cells (`overwrite`): bytes allocated on disk to
-    /// the store after it then sat idle for [`Harness::settle_s`] and a
+    /// Cells [`measured_at_rest`] (`overwrite`): bytes allocated on disk
+    /// to the store after it then sat idle for [`Harness::settle_s`] and a
     /// sync.
     #[serde(default)]
     pub settled_disk_bytes: Option<u64>,
@@ -337,6 +337,13 @@ pub struct Cell {
     /// Peak resident memory of the process that ran this engine through
     /// this scenario (loading and every cell), in bytes (`VmHWM`).
     pub peak_rss_bytes: Option<u64>,
+}
+
+/// Whether a cell's store is measured again at rest (see
+/// [`Metrics::settled_disk_bytes`]): a store's steady write-only cells
+/// (`overwrite`; rails have no background work to wait for).
+pub fn measured_at_rest(kind: Kind, workload: Workload) -> bool {
+    kind == Kind::Store && workload.shape() == Shape::Steady && workload.writes_only()
 }
 
 /// A whole run: environment, settings and every cell.
@@ -696,10 +703,8 @@ impl Report {
                 }
                 _ => {}
             }
-            let at_rest_due = self.harness.settle_s.is_some()
-                && c.kind == Kind::Store
-                && c.workload.shape() == Shape::Steady
-                && c.workload.writes_only();
+            let at_rest_due =
+                self.harness.settle_s.is_some() && measured_at_rest(c.kind, c.workload);
             if at_rest_due && m.settled_disk_bytes.is_none() {
                 let _ = writeln!(
                     notes,

@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::driver::{Bench, Config, Outcome};
 use crate::engine::{Durability, Engine, OpenOptions, Unsupported};
 use crate::engines::{self, Availability, Kind};
-use crate::report::{Cell, Metrics, Scenario, Status, micros, thousands};
-use crate::workload::Shape;
+use crate::report::{Cell, Metrics, Scenario, Status, measured_at_rest, micros, thousands};
 
 /// One engine through one scenario.
 #[derive(Debug, Serialize, Deserialize)]
@@ -179,9 +178,9 @@ pub fn run(job: &Job) -> Result<JobResult> {
                         None => bench.space()?,
                     };
                     let mut metrics = Metrics::new(w, &m, disk, logical);
-                    // Rails have no background work to wait for. A failed
-                    // measurement at rest leaves the cell's own figures.
-                    if spec.kind == Kind::Store && w.shape() == Shape::Steady && w.writes_only() {
+                    // A failed measurement at rest leaves the cell's own
+                    // figures.
+                    if measured_at_rest(spec.kind, w) {
                         metrics.settled_disk_bytes = bench
                             .settled_disk_bytes()
                             .inspect_err(|e| {
