@@ -48,6 +48,15 @@ impl<'a> Args<'a> {
         self.ranges.iter().map(|r| &self.base[r.clone()])
     }
 
+    /// The arguments from `i` on, as a command of their own (COMMAND
+    /// GETKEYS reads the command it is given so); empty past the end.
+    pub fn skip(&self, i: usize) -> Args<'a> {
+        Args {
+            base: self.base,
+            ranges: &self.ranges[i.min(self.len())..],
+        }
+    }
+
     /// Arguments from `i` on.
     pub fn from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + '_ {
         self.ranges[i.min(self.len())..]

@@ -1,11 +1,12 @@
 //! COMMAND: the command table as clients read it at connect (COUNT, DOCS,
-//! INFO, LIST).
+//! INFO, LIST), and the keys of a given command (GETKEYS,
+//! GETKEYSANDFLAGS).
 
 use super::docs::{self, Heading};
 use super::flag::{LOADING, STALE};
-use super::{COMMANDS, Ctx, Spec, Sub, dispatch_sub, flag, help, lookup, subcommands};
-use crate::error::CmdResult;
-use crate::parse::Args;
+use super::{COMMANDS, Ctx, Spec, Sub, arity_ok, dispatch_sub, flag, help, lookup, subcommands};
+use crate::error::{CmdError, CmdResult};
+use crate::parse::{Args, is};
 
 pub(super) static SUBS: &[Sub] = &[
     Sub {
@@ -39,6 +40,22 @@ pub(super) static SUBS: &[Sub] = &[
         arity: -2,
         flags: LOADING | STALE,
         run: list,
+    },
+    Sub {
+        name: "getkeys",
+        summary: "Extracts the key names from an arbitrary command.",
+        since: "2.8.13",
+        arity: -4,
+        flags: LOADING | STALE,
+        run: getkeys,
+    },
+    Sub {
+        name: "getkeysandflags",
+        summary: "Extracts the key names and access flags for an arbitrary command.",
+        since: "7.0.0",
+        arity: -4,
+        flags: LOADING | STALE,
+        run: getkeysandflags,
     },
     Sub {
         name: "help",
@@ -76,6 +93,10 @@ fn command_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
             "    Return details about multiple commands.",
             "DOCS [<command-name> ...]",
             "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "HELP",
             "    Print this help.",
         ],
@@ -298,6 +319,127 @@ fn key_specs(name: &str) -> &'static [KeySpec] {
         "strlen" | "type" => &[RO_AT_1],
         _ => &[],
     }
+}
+
+fn getkeys(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    keys_of(ctx, &args.skip(2), false)
+}
+
+fn getkeysandflags(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
+    keys_of(ctx, &args.skip(2), true)
+}
+
+/// COMMAND GETKEYS and GETKEYSANDFLAGS of the command `call` (its name
+/// first), as Redis 7.0's `getKeysSubcommandImpl`: the errors in its
+/// order (no such command or subcommand, no keys, wrong arity), then each
+/// key, with its key-spec flags when `with_flags`.
+fn keys_of(ctx: &mut Ctx<'_>, call: &Args<'_>, with_flags: bool) -> CmdResult {
+    let Some((_, spec)) = lookup(call.get(0)) else {
+        return Err(CmdError::err("Invalid command specified"));
+    };
+    let subs = subcommands(spec.name);
+    if call.len() >= 2 && !subs.is_empty() && !subs.iter().any(|s| is(call.get(1), s.name)) {
+        return Err(CmdError::err("Invalid command specified"));
+    }
+    let specs = key_specs(spec.name);
+    if specs.is_empty() {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !arity_ok(spec.arity, call.len()) {
+        return Err(CmdError::err(
+            "Invalid number of arguments specified for command",
+        ));
+    }
+    let keys = key_positions(spec.name, specs, call);
+    if keys.is_empty() {
+        return Err(CmdError::err("Invalid arguments specified for command"));
+    }
+    let out = &mut *ctx.out;
+    out.array(keys.len());
+    for (at, flags) in keys {
+        if with_flags {
+            out.array(2);
+            out.bulk(call.get(at));
+            out.set(flags.len());
+            for flag in flags {
+                out.simple(flag);
+            }
+        } else {
+            out.bulk(call.get(at));
+        }
+    }
+    Ok(())
+}
+
+/// Where the keys of `call` are and their key-spec flags. SET and
+/// BITFIELD, whose flags depend on their arguments (`variable_flags`),
+/// take them from their arguments as Redis 7.0's `setGetKeys` and
+/// `bitfieldGetKeys` do; every other command from its key
+/// specifications (`getKeysUsingKeySpecs`).
+fn key_positions(
+    name: &str,
+    specs: &[KeySpec],
+    call: &Args<'_>,
+) -> Vec<(usize, &'static [&'static str])> {
+    const RW_ACCESS_UPDATE: &[&str] = &["RW", "access", "update"];
+    match name {
+        "set" => {
+            let get = call.from(3).any(|a| is(a, "GET"));
+            let flags: &[&str] = if get {
+                RW_ACCESS_UPDATE
+            } else {
+                &["OW", "update"]
+            };
+            return vec![(1, flags)];
+        }
+        "bitfield" => {
+            let flags: &[&str] = if bitfield_reads_only(call) {
+                &["RO", "access"]
+            } else {
+                RW_ACCESS_UPDATE
+            };
+            return vec![(1, flags)];
+        }
+        _ => {}
+    }
+    let argc = call.len() as i64;
+    let mut keys = Vec::new();
+    for spec in specs {
+        let first = spec.index;
+        if first >= argc || first < 1 {
+            continue;
+        }
+        let last = if spec.lastkey >= 0 {
+            first + spec.lastkey
+        } else {
+            argc + spec.lastkey
+        };
+        let mut at = first;
+        while at <= last && at < argc {
+            keys.push((at as usize, spec.flags));
+            at += spec.keystep.max(1);
+        }
+    }
+    keys
+}
+
+/// Whether a BITFIELD call only reads: every operation a GET with its two
+/// arguments or an OVERFLOW with its one (anything else, a syntax error
+/// included, counts as a write, as in Redis).
+fn bitfield_reads_only(call: &Args<'_>) -> bool {
+    let mut at = 2;
+    while at < call.len() {
+        let rest = call.len() - at - 1;
+        let op = call.get(at);
+        if is(op, "GET") && rest >= 2 {
+            at += 3;
+        } else if is(op, "OVERFLOW") && rest >= 1 {
+            at += 2;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// Writes `specs` as COMMAND INFO's eighth field.

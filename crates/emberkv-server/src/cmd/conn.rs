@@ -1,4 +1,4 @@
-//! Connection commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO.
+//! Connection commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO, RESET.
 
 use std::sync::atomic::Ordering;
 
@@ -83,6 +83,20 @@ pub(super) fn auth(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     }
     ctx.session.authed = true;
     ctx.out.ok();
+    Ok(())
+}
+
+/// RESET, as Redis 7's `clearClientConnectionState`: the transaction
+/// (if any) discarded, nothing watched, no name, RESP2, and the
+/// authentication a connection made now gets (none while a password is
+/// set; one made while none is stays authenticated if one is set later).
+pub(super) fn reset(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
+    super::multi::forget(ctx);
+    *ctx.session.handle.name.lock() = None;
+    ctx.out.set_resp3(false);
+    ctx.session.handle.resp.store(2, Ordering::Relaxed);
+    ctx.session.authed = ctx.shared.live.no_password.load(Ordering::Relaxed);
+    ctx.out.simple("RESET");
     Ok(())
 }
 

@@ -111,6 +111,16 @@ pub(super) static DOCS: &[Doc] = &[
         "O(N) where N is the number of commands to look up",
         "[command-name:string...]",
     ),
+    doc(
+        "command|getkeys",
+        "O(N) where N is the number of arguments to the command",
+        "",
+    ),
+    doc(
+        "command|getkeysandflags",
+        "O(N) where N is the number of arguments to the command",
+        "",
+    ),
     doc("command|help", "O(1)", ""),
     doc(
         "command|info",
@@ -271,6 +281,7 @@ pub(super) static DOCS: &[Doc] = &[
         "O(N) where N is the length of the value",
         "key:key newkey:key",
     ),
+    doc("reset", "O(1)", ""),
     doc("save", "O(1): makes the log durable (one fsync)", ""),
     doc(
         "scan",

@@ -730,6 +730,16 @@ pub static COMMANDS: &[Spec] = &[
         keys::renamenx,
     ),
     spec(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | NO_QUEUE | ALLOW_BUSY,
+        NONE,
+        "connection",
+        "6.2.0",
+        "Resets the connection: leaves MULTI, unwatches, clears the name, back to RESP2 and to the authentication of a new connection.",
+        conn::reset,
+    ),
+    spec(
         "save",
         1,
         ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,

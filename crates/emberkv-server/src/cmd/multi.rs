@@ -263,6 +263,13 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// Leaves MULTI without running it, if in it, and forgets the watched
+/// keys (RESET).
+pub(super) fn forget(ctx: &mut Ctx<'_>) {
+    end(ctx);
+    ctx.session.watched = Watched::default();
+}
+
 pub(super) fn unwatch(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     ctx.session.watched = Watched::default();
     ctx.out.ok();
