@@ -55,6 +55,10 @@ const _: () = {
 enum Action<'a> {
     /// Leave the key as it is.
     Keep,
+    /// Leave the key as it is, its current record standing for the write
+    /// asked for (an update to the value it already holds): as durable as
+    /// that write would have been before the call returns.
+    Same,
     /// Store this value with this expiry (Unix ms).
     Put {
         value: Cow<'a, [u8]>,
@@ -291,6 +295,18 @@ impl Core {
             let entry = match &action {
                 Action::Keep => return Ok(result),
                 Action::Remove if current.is_none() => return Ok(result),
+                Action::Same => match &current {
+                    // The record may be another writer's that is still
+                    // waiting for its fdatasync: this caller waits for it
+                    // too, or its acknowledged write could be lost.
+                    Some(c) if by == By::Writer && self.sync_writes => {
+                        let end = c.addr + c.record_bytes;
+                        drop(writer);
+                        self.log.make_durable(end)?;
+                        return Ok(result);
+                    }
+                    _ => return Ok(result),
+                },
                 // Live, or expired: an expired record hides the key's older
                 // records only while it exists, and once the index no
                 // longer points at it compaction drops it as garbage, so
@@ -852,6 +868,10 @@ impl Db {
     /// any, is kept. Concurrent updates of one key are serialised, so none
     /// is lost.
     ///
+    /// When `f` returns the value the key holds, nothing is written (no
+    /// record is appended; with `sync_writes`, the call still returns only
+    /// once the key's current record is durable).
+    ///
     /// `f` runs exactly once, under the lock of the key's index shard: it
     /// must not call into this `Db` (that could deadlock).
     ///
@@ -865,7 +885,9 @@ impl Db {
         self.core.check_write(key, b"")?;
         self.core.modify(key, true, |old| {
             let expires_at = old.as_ref().and_then(|o| o.expires_at);
-            Ok(match f(old.as_ref().map(|o| o.value.as_slice())) {
+            let current = old.as_ref().map(|o| o.value.as_slice());
+            Ok(match f(current) {
+                Some(new) if current == Some(new.as_slice()) => (Action::Same, Some(new)),
                 Some(new) => (
                     Action::Put {
                         value: Cow::Owned(new.clone()),

@@ -67,6 +67,32 @@ fn update_can_create_read_and_remove() -> TestResult {
     Ok(())
 }
 
+/// An update to the value the key already holds appends nothing and keeps
+/// the key's expiry; on a `sync_writes` store whose record of the key is
+/// durable already, it costs no fdatasync either.
+#[test]
+fn an_update_to_the_same_value_appends_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert_with_ttl(b"k", b"same", Duration::from_secs(100))?;
+    let before = db.stats()?.records_appended;
+    let new = db.update(b"k", |old| old.map(<[u8]>::to_vec))?;
+    assert_eq!(new.as_deref(), Some(&b"same"[..]));
+    assert_eq!(db.stats()?.records_appended, before, "nothing appended");
+    assert!(db.ttl(b"k")?.unwrap().is_some(), "the ttl is kept");
+    db.update(b"k", |_| Some(b"other".to_vec()))?;
+    assert_eq!(db.stats()?.records_appended, before + 1);
+    db.close()?;
+
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().sync_writes(true))?;
+    db.insert(b"k", b"same")?;
+    let synced = db.stats()?.fdatasyncs;
+    db.update(b"k", |old| old.map(<[u8]>::to_vec))?;
+    assert_eq!(db.stats()?.fdatasyncs, synced, "already durable: no sync");
+    Ok(())
+}
+
 #[test]
 fn compare_and_swap_checks_the_current_value() -> TestResult {
     let dir = tempfile::tempdir()?;
