@@ -307,15 +307,17 @@ impl<'a> Kv<'a> {
         Ok(existed)
     }
 
-    /// Replaces the value of `key` with `f(current)`, keeping its expiry
-    /// (see [`emberkv::Db::update`]); returns the new value.
+    /// Replaces the value of `key` with the first result of `f(current)`,
+    /// keeping its expiry (see [`Store::update`]); returns the new value.
+    /// The key counts as changed for WATCH when the second result is true;
+    /// when it is false, `f` must hand back the current value.
     ///
     /// # Errors
     /// As for [`emberkv::Db::update`].
     pub fn update(
         &self,
         key: &[u8],
-        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+        f: impl FnOnce(Option<&[u8]>) -> (Option<Vec<u8>>, bool),
     ) -> Result<Option<Vec<u8>>> {
         let Some(tx) = self.tx else {
             return self.store.update(key, f);
@@ -323,14 +325,15 @@ impl<'a> Kv<'a> {
         check_key(key)?;
         let current = self.entry(key)?;
         match f(current.as_ref().map(|(data, _)| data.as_slice())) {
-            Some(new) => {
+            (new, false) => Ok(new),
+            (Some(new), true) => {
                 check_value(&new)?;
                 let expires_at = current.and_then(|(_, at)| at);
                 let data = new.clone();
                 self.write(tx, key, Some(Value { data, expires_at }));
                 Ok(Some(new))
             }
-            None => {
+            (None, true) => {
                 if current.is_some() {
                     self.write(tx, key, None);
                 }
@@ -589,7 +592,7 @@ mod tests {
 
         kv.update(b"ttl", |v| {
             assert_eq!(v, Some(&b"1"[..]));
-            Some(b"2".to_vec())
+            (Some(b"2".to_vec()), true)
         })
         .unwrap();
         assert_eq!(

@@ -262,13 +262,6 @@ impl Store {
             .fetch_add(1, Ordering::Release);
     }
 
-    /// Counts a change in every stripe (FLUSHDB); the caller holds them.
-    pub fn touch_all(&self) {
-        for stripe in self.stripes.iter() {
-            stripe.version.fetch_add(1, Ordering::Release);
-        }
-    }
-
     /// The value and expiry (Unix ms) of `key`, read consistently; the
     /// caller holds the key's stripe.
     ///
@@ -326,18 +319,27 @@ impl Store {
         Ok(removed)
     }
 
-    /// [`Db::update`] of `key`, keeping its expiry; the caller holds the
-    /// stripe.
+    /// [`Db::update`] of `key` to the first result of `f`, keeping its
+    /// expiry; counts a change of the key when the second result is true
+    /// (when false, `f` hands back the current value, and the engine writes
+    /// nothing). The caller holds the stripe.
     ///
     /// # Errors
     /// As for [`Db::update`].
     pub fn update(
         &self,
         key: &[u8],
-        f: impl FnOnce(Option<&[u8]>) -> Option<Vec<u8>>,
+        f: impl FnOnce(Option<&[u8]>) -> (Option<Vec<u8>>, bool),
     ) -> emberkv::Result<Option<Vec<u8>>> {
-        let new = self.db.update(key, f)?;
-        self.touch(key);
+        let mut changed = false;
+        let new = self.db.update(key, |old| {
+            let (new, change) = f(old);
+            changed = change;
+            new
+        })?;
+        if changed {
+            self.touch(key);
+        }
         Ok(new)
     }
 
@@ -399,10 +401,7 @@ impl Store {
     /// # Errors
     /// As for [`Db::clear`].
     pub fn flush(&self) -> emberkv::Result<u64> {
-        // A clear that failed part way still removed keys: count them.
-        let live = self.db.clear();
-        self.touch_all();
-        live
+        self.db.clear()
     }
 
     /// Every live key, each once.
@@ -567,8 +566,12 @@ mod tests {
         assert!(changed(&store));
         assert!(!store.persist(b"k").unwrap());
         assert!(!changed(&store), "nothing to persist: no change");
-        store.update(b"k", |_| Some(b"w".to_vec())).unwrap();
+        store.update(b"k", |_| (Some(b"w".to_vec()), true)).unwrap();
         assert!(changed(&store));
+        store
+            .update(b"k", |v| (v.map(<[u8]>::to_vec), false))
+            .unwrap();
+        assert!(!changed(&store), "an update that counts no change");
         assert!(store.remove(b"k").unwrap());
         assert!(changed(&store));
         assert!(!store.remove(b"k").unwrap());
@@ -579,7 +582,7 @@ mod tests {
             .unwrap();
         assert!(changed(&store));
         store.flush().unwrap();
-        assert!(changed(&store));
+        assert!(!changed(&store), "a flush: WATCH finds the keys gone");
     }
 
     #[test]

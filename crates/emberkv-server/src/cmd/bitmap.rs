@@ -7,7 +7,7 @@
 //! `checkSignedBitfieldOverflow` and `checkUnsignedBitfieldOverflow`.
 
 use super::Ctx;
-use super::string::{check_length, modify};
+use super::string::{check_length, modify_if};
 use crate::error::{CmdError, CmdResult};
 use crate::parse::{Args, int, is};
 use crate::store::Write;
@@ -54,9 +54,11 @@ pub(super) fn setbit(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     };
     let byte = (offset >> 3) as usize;
     check_length(ctx, byte as u64 + 1)?;
-    let old = modify(ctx, args.get(1), |value| {
+    let old = modify_if(ctx, args.get(1), |value| {
         let mut v = value.map(<[u8]>::to_vec).unwrap_or_default();
-        if v.len() <= byte {
+        // Created or grown: a change whatever the bit (as Redis 7.0).
+        let grown = value.is_none_or(|value| value.len() <= byte);
+        if grown {
             v.resize(byte + 1, 0);
         }
         let mask = 0x80 >> (offset & 7);
@@ -66,7 +68,7 @@ pub(super) fn setbit(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         } else {
             v[byte] &= !mask;
         }
-        Ok((v, old))
+        Ok((v, old, grown || old != on))
     })?;
     ctx.out.int(i64::from(old));
     Ok(())
@@ -524,19 +526,30 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, read_only: bool) -> CmdR
                 max: emberkv::MAX_VALUE_BYTES,
             }));
         }
-        modify(ctx, key, |old| {
+        modify_if(ctx, key, |old| {
             let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
-            if v.len() < len {
+            let grown = old.is_none_or(|old| old.len() < len);
+            if grown {
                 v.resize(len, 0);
             }
+            // A change for WATCH, as Redis 7.0 counts one: a write done
+            // (not refused by OVERFLOW FAIL) to a value created or grown,
+            // or one that changed its field's bits.
+            let mut changed = false;
             let replies = fields
                 .iter()
                 .map(|f| match f.op {
                     FieldOp::Get => Some(read_field(&v, f)),
-                    _ => write_field(&mut v, f),
+                    _ => {
+                        let before = get_unsigned(&v, f.offset, f.bits);
+                        let reply = write_field(&mut v, f);
+                        let after = get_unsigned(&v, f.offset, f.bits);
+                        changed |= reply.is_some() && (grown || before != after);
+                        reply
+                    }
                 })
                 .collect();
-            Ok((v, replies))
+            Ok((v, replies, changed))
         })?
     };
     ctx.out.array(replies.len());

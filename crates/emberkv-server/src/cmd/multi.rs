@@ -14,9 +14,12 @@
 //!
 //! WATCH notes the write version of each key's stripe and whether the key
 //! exists. EXEC finds a watched key changed when its stripe's version
-//! moved (a write of it, or of a key sharing its stripe, or a FLUSHDB) or
-//! when it existed at WATCH and has expired since; then it runs nothing
-//! and replies a null array.
+//! moved (a write of it, or of a key sharing its stripe) or when it
+//! existed at WATCH and is gone since (expired, or removed by a FLUSHDB:
+//! as in Redis 7.0, a flush changes only the watched keys that existed);
+//! then it runs nothing and replies a null array. A write that changes
+//! nothing (a failed INCR, a SETBIT or BITFIELD that leaves every bit as
+//! it was) moves no version, as it signals no change in Redis 7.0.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -77,7 +80,8 @@ impl Watched {
             if store.version(w.stripe) != w.version {
                 return Ok(false);
             }
-            // No write touched the stripe, so a key gone since has expired.
+            // No write touched the stripe: a key gone since has expired or
+            // was flushed.
             if w.existed && !store.db().contains_key(key)? {
                 return Ok(false);
             }

@@ -322,25 +322,37 @@ pub(super) fn msetnx(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 /// Atomically replaces the value of `key` with `f(current)`, keeping its
-/// expiry. When `f` fails nothing changes (an existing value is written
-/// back unchanged: the engine's update has no "keep" outcome) and the
-/// error is returned.
+/// expiry; the key counts as changed for WATCH. When `f` fails nothing
+/// changes (the engine writes nothing for a value handed back unchanged)
+/// and the error is returned.
 pub(super) fn modify<T>(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Vec<u8>, T)>,
 ) -> CmdResult<T> {
+    modify_if(ctx, key, |old| f(old).map(|(new, t)| (new, t, true)))
+}
+
+/// As [`modify`], for a command whose call counts as a change of its key
+/// for WATCH only when the third result of `f` says so (SETBIT and
+/// BITFIELD, which Redis 7.0 counts only when a bit changed or the value
+/// was created or grew).
+pub(super) fn modify_if<T>(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Vec<u8>, T, bool)>,
+) -> CmdResult<T> {
     let kv = ctx.kv();
     let _lock = kv.lock(key);
     let mut outcome = None;
     kv.update(key, |old| match f(old) {
-        Ok((new, t)) => {
+        Ok((new, t, changed)) => {
             outcome = Some(Ok(t));
-            Some(new)
+            (Some(new), changed)
         }
         Err(e) => {
             outcome = Some(Err(e));
-            old.map(<[u8]>::to_vec)
+            (old.map(<[u8]>::to_vec), false)
         }
     })?;
     outcome.expect("update runs its closure exactly once")
