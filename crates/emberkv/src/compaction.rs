@@ -425,6 +425,10 @@ struct Found {
     /// [`FLAG_COMPRESSED`] and [`FLAG_DICTIONARY`], as they apply to
     /// the value.
     value_flags: u8,
+    /// The record's flags byte and checksum (verified by the scan) when
+    /// its value is copied as stored: a copy with the same flags is the
+    /// same bytes, and takes the checksum instead of computing it again.
+    source: Option<(u8, u32)>,
 }
 
 /// Records gathered from a segment to be judged and copied together, with
@@ -460,14 +464,15 @@ impl Group {
             .flatten();
         let start = self.bytes.len();
         self.bytes.extend_from_slice(record.key);
-        let value_flags = match compressed_now {
+        let (value_flags, source) = match compressed_now {
             Some(flags) => {
                 self.bytes.extend_from_slice(&self.compressed);
-                flags
+                (flags, None)
             }
             None => {
                 self.bytes.extend_from_slice(record.stored_value);
-                record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY)
+                let flags = record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY);
+                (flags, Some((record.header.flags, record.header.crc)))
             }
         };
         self.found.push(Found {
@@ -480,6 +485,7 @@ impl Group {
             key: start..start + record.key.len(),
             end: self.bytes.len(),
             value_flags,
+            source,
         });
         self.record_bytes += record.header.total_len();
     }
@@ -656,8 +662,26 @@ fn compact_group(core: &Core, group: &Group, oldest: bool) -> Result<(u64, u64)>
         entries.len() as u64,
         entries.iter().map(|e| e.len() as u64).sum(),
     );
+    // A moved record's copy is its bytes unchanged unless its flags differ
+    // (a batch's record loses FLAG_BATCH): then its checksum is computed.
+    let sources = found.iter().zip(&fates).filter_map(|(f, fate)| match fate {
+        Fate::Drop => None,
+        Fate::Move(_) => Some(f.source),
+        Fate::Expire(_) | Fate::Carry => Some(None),
+    });
+    let crcs: Vec<u32> = entries
+        .iter()
+        .zip(sources)
+        .map(|(entry, source)| match source {
+            Some((flags, crc)) if flags == entry.flags() => {
+                debug_assert_eq!(crc, entry.checksum());
+                crc
+            }
+            _ => entry.checksum(),
+        })
+        .collect();
     let mut addrs = vec![0; entries.len()];
-    core.log.append_each(&entries, &mut addrs)?;
+    core.log.append_each(&entries, &crcs, &mut addrs)?;
     let mut written = entries.iter().zip(addrs);
     for ((f, &hash), fate) in found.iter().zip(&hashes).zip(fates) {
         let writer = &mut writers[writer_of(hash)];

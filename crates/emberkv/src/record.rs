@@ -83,7 +83,8 @@ impl<'a> Entry<'a> {
         }
     }
 
-    fn flags(&self) -> u8 {
+    /// The flags byte of the encoded record (its header's `flags`).
+    pub(crate) fn flags(&self) -> u8 {
         self.flags
             | if self.expires_at.is_some() {
                 FLAG_EXPIRY

@@ -410,9 +410,16 @@ impl Log {
     /// # Errors
     /// As for [`Log::append`]. The records appended before an error stay
     /// appended (and published); `addrs` holds their addresses.
-    pub(crate) fn append_each(&self, entries: &[Entry<'_>], addrs: &mut [u64]) -> Result<()> {
-        let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
-        self.append_checksummed::<EACH_WHERE_IT_FITS>(entries, &crcs, addrs)
+    ///
+    /// `crcs` are the records' checksums ([`Entry::checksum`]), which a
+    /// copy may take from the record it copies.
+    pub(crate) fn append_each(
+        &self,
+        entries: &[Entry<'_>],
+        crcs: &[u32],
+        addrs: &mut [u64],
+    ) -> Result<()> {
+        self.append_checksummed::<EACH_WHERE_IT_FITS>(entries, crcs, addrs)
     }
 
     /// Appends entries whose checksums, `crcs`, are computed (before the
@@ -1604,7 +1611,8 @@ pub(crate) mod tests {
                     value: &values[run * 256 + i],
                 })
                 .collect();
-            log.append_each(&entries, addrs).unwrap();
+            let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
+            log.append_each(&entries, &crcs, addrs).unwrap();
         }
         assert!(addrs.windows(2).all(|w| w[0] < w[1]));
         let last = log.storage.segment_of(log.tail());
@@ -1768,8 +1776,9 @@ pub(crate) mod tests {
                 value: &value,
             })
             .collect();
+        let crcs: Vec<u32> = entries.iter().map(Entry::checksum).collect();
         let mut addrs = vec![0; entries.len()];
-        let full = log.append_each(&entries, &mut addrs).unwrap_err();
+        let full = log.append_each(&entries, &crcs, &mut addrs).unwrap_err();
         assert!(full.is_exhaustion(), "{full}");
         let appended = addrs.iter().take_while(|&&a| a != 0).count();
         assert!(appended > 3_000 && appended < entries.len(), "{appended}");
