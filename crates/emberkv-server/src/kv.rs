@@ -11,7 +11,7 @@
 //! and commands inside EXEC lock nothing themselves.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use emberkv::{Error, MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 use parking_lot::MutexGuard;
@@ -41,6 +41,12 @@ pub struct Overlay {
     writes: HashMap<Vec<u8>, Option<Value>>,
     /// FLUSHDB or FLUSHALL ran: every key not in `writes` is gone.
     flushed: bool,
+    /// The keys the transaction changed, for WATCH: those in `writes`
+    /// except writes that count no change (a BITFIELD whose writes all
+    /// failed but that grew the value), and those written before a
+    /// FLUSHDB that dropped them from `writes` (as in Redis, where each
+    /// command signals its keys as it runs).
+    touched: HashSet<Vec<u8>>,
 }
 
 impl Overlay {
@@ -60,6 +66,7 @@ impl Overlay {
             store.flush()?;
         }
         if self.writes.is_empty() {
+            self.touch(store);
             return Ok(());
         }
         let now = now_ms();
@@ -77,10 +84,14 @@ impl Overlay {
             Err(Error::BatchTooLarge { .. }) => self.apply_one_by_one(store, now),
             other => other,
         };
-        for key in self.writes.keys() {
+        self.touch(store);
+        result
+    }
+
+    fn touch(&self, store: &Store) {
+        for key in &self.touched {
             store.touch(key);
         }
-        result
     }
 
     fn apply_one_by_one(&self, store: &Store, now: i64) -> Result<()> {
@@ -201,8 +212,11 @@ impl<'a> Kv<'a> {
         }
     }
 
+    /// A write of the transaction, which changes `key` for WATCH.
     fn write(&self, tx: &RefCell<Overlay>, key: &[u8], value: Option<Value>) {
-        tx.borrow_mut().writes.insert(key.to_vec(), value);
+        let mut tx = tx.borrow_mut();
+        tx.touched.insert(key.to_vec());
+        tx.writes.insert(key.to_vec(), value);
     }
 
     /// Reads the value of `key` into `out`; whether it exists.
@@ -282,7 +296,13 @@ impl<'a> Kv<'a> {
         check_value(value)?;
         let expires_at = match expiry {
             Expiry::Never => None,
-            Expiry::AtMs(at) if at <= now_ms() => return self.remove(key).map(drop),
+            // The key ends absent, but the SET counts as a change of it
+            // (Redis's setKey signals it before the expiry removes it).
+            Expiry::AtMs(at) if at <= now_ms() => {
+                self.remove(key)?;
+                tx.borrow_mut().touched.insert(key.to_vec());
+                return Ok(());
+            }
             Expiry::AtMs(at) => Some(at),
             Expiry::Keep => self.expiry(key)?.flatten(),
         };
@@ -324,7 +344,18 @@ impl<'a> Kv<'a> {
         };
         check_key(key)?;
         let current = self.entry(key)?;
-        match f(current.as_ref().map(|(data, _)| data.as_slice())) {
+        let old = current.as_ref().map(|(data, _)| data.as_slice());
+        match f(old) {
+            // No change for WATCH, though the value may have grown (a
+            // BITFIELD whose writes all failed): written, not touched.
+            (Some(new), false) if old != Some(new.as_slice()) => {
+                let expires_at = current.and_then(|(_, at)| at);
+                let data = new.clone();
+                tx.borrow_mut()
+                    .writes
+                    .insert(key.to_vec(), Some(Value { data, expires_at }));
+                Ok(Some(new))
+            }
             (new, false) => Ok(new),
             (Some(new), true) => {
                 check_value(&new)?;

@@ -285,17 +285,19 @@ impl Store {
     }
 
     /// Writes `value` under `key` with `expiry`; a deadline already past
-    /// removes the key instead (as Redis does). The caller holds the key's
-    /// stripe.
+    /// removes the key instead (as Redis does). Counts a change of the key
+    /// either way. The caller holds the key's stripe.
     ///
     /// # Errors
     /// As for [`Db::insert`].
     pub fn put(&self, key: &[u8], value: &[u8], expiry: Expiry) -> emberkv::Result<()> {
         match expiry {
             Expiry::Never => self.db.insert(key, value)?,
+            // The key ends absent, but the SET counts as a change of it
+            // for WATCH (Redis's setKey signals it before the expiry
+            // removes it), whether or not it was there.
             Expiry::AtMs(at) if at <= now_ms() => {
-                self.remove(key)?;
-                return Ok(());
+                self.db.remove(key)?;
             }
             Expiry::AtMs(at) => self.db.insert_with_expiry(key, value, system_time(at))?,
             Expiry::Keep => {

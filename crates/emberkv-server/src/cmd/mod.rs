@@ -967,6 +967,18 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
         return;
     }
     if ctx.session.multi.is_some() && spec.flags & NO_QUEUE == 0 {
+        // Redis looks a container's subcommand up, and checks its arity,
+        // before it queues it: a refusal fails the transaction.
+        let subs = subcommands(spec.name);
+        if !subs.is_empty()
+            && let Err((e, sub)) = find_sub(args, container_name(spec.name), subs)
+        {
+            if let Some(at) = sub {
+                ctx.session.local.rejected(sub_bases()[i] + at);
+            }
+            ctx.refuse(&e);
+            return;
+        }
         if let Err(e) = multi::queue(ctx, i, args) {
             ctx.refuse(&e);
         }
@@ -975,12 +987,13 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     execute(ctx, i, args);
 }
 
-/// Refuses a command before it runs (see `Ctx::refuse`); an EXEC refused
-/// in MULTI discards the transaction and replies EXECABORT with the
-/// reason, as Redis 7's `execCommandAbort` (it left the client in MULTI,
-/// so the commands after it were queued).
+/// Refuses a command before it runs (see `Ctx::refuse`); a refused EXEC
+/// discards the transaction, if any, forgets the watched keys and
+/// replies EXECABORT with the reason, in MULTI or not, as Redis 7's
+/// `execCommandAbort` (in MULTI it left the client there, so the commands
+/// after it were queued).
 fn reject(ctx: &mut Ctx<'_>, spec: &Spec, e: &CmdError) {
-    if spec.name == "exec" && ctx.session.multi.is_some() {
+    if spec.name == "exec" {
         let abort = multi::abort(ctx, e);
         ctx.fail(&abort);
     } else {
@@ -1114,29 +1127,54 @@ fn subcommands(name: &str) -> &'static [Sub] {
     }
 }
 
+/// The subcommand of container command `container` (upper case) that
+/// argument 1 names, from `subs`, and its index there, its arity checked.
+/// A refusal comes with the subcommand's index when there is one (wrong
+/// arity), for INFO commandstats.
+fn find_sub(
+    args: &Args<'_>,
+    container: &'static str,
+    subs: &'static [Sub],
+) -> Result<(usize, &'static Sub), (CmdError, Option<usize>)> {
+    let name = args.get(1);
+    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is(name, s.name)) else {
+        let sub = text(&name[..name.len().min(128)]);
+        return Err((CmdError::UnknownSubcommand { sub, container }, None));
+    };
+    if !arity_ok(sub.arity, args.len()) {
+        let lower = container.to_ascii_lowercase();
+        let e = CmdError::WrongArity(format!("{lower}|{}", sub.name));
+        return Err((e, Some(at)));
+    }
+    Ok((at, sub))
+}
+
+/// A container command's name as its errors spell it.
+fn container_name(name: &str) -> &'static str {
+    match name {
+        "client" => "CLIENT",
+        "command" => "COMMAND",
+        _ => "CONFIG",
+    }
+}
+
 /// Runs the subcommand named by argument 1.
 fn dispatch_sub(
     ctx: &mut Ctx<'_>,
     args: &Args<'_>,
     container: &'static str,
-    subs: &[Sub],
+    subs: &'static [Sub],
 ) -> CmdResult {
-    let name = args.get(1);
-    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is(name, s.name)) else {
-        return Err(CmdError::UnknownSubcommand {
-            sub: text(&name[..name.len().min(128)]),
-            container,
-        });
+    let (at, sub) = match find_sub(args, container, subs) {
+        Ok(found) => found,
+        Err((e, at)) => {
+            if let Some(at) = at {
+                ctx.session.ran_sub = Some((at, true));
+            }
+            return Err(e);
+        }
     };
-    let refused = !arity_ok(sub.arity, args.len());
-    ctx.session.ran_sub = Some((at, refused));
-    if refused {
-        return Err(CmdError::WrongArity(format!(
-            "{}|{}",
-            container.to_ascii_lowercase(),
-            sub.name
-        )));
-    }
+    ctx.session.ran_sub = Some((at, false));
     if ctx.tx.is_none() {
         *ctx.session.handle.last_sub.lock() = (container, sub.name);
     }

@@ -160,12 +160,14 @@ fn end(ctx: &mut Ctx<'_>) -> Option<(Multi, Watched)> {
     Some((multi, std::mem::take(&mut ctx.session.watched)))
 }
 
-/// Leaves MULTI for an EXEC refused before it ran (`e`: wrong arity, or
-/// not authenticated), and returns its reply: Redis 7's EXECABORT with
+/// Leaves MULTI (if in it) for an EXEC refused before it ran (`e`: wrong
+/// arity, or not authenticated), and returns its reply: Redis 7's EXECABORT with
 /// the reason, which names no error code when the refusal's own line
 /// adds `ERR` to a bare message (arity) and keeps it otherwise (NOAUTH).
 pub(super) fn abort(ctx: &mut Ctx<'_>, e: &CmdError) -> CmdError {
-    end(ctx);
+    // In MULTI or not, as Redis's `execCommandAbort`: the transaction,
+    // if any, is discarded and the watched keys forgotten.
+    forget(ctx);
     let line = e.to_string();
     let reason = match e {
         CmdError::WrongArity(_) => line.strip_prefix("ERR ").unwrap_or(&line),

@@ -950,6 +950,43 @@ PERSIST sb
 MULTI
 GET sb
 EXEC
+MULTI
+SET sq 1
+CONFIG GET
+EXEC
+GET sq
+MULTI
+SET sq 1
+CONFIG NOSUCH
+EXEC
+GET sq
+MULTI
+SET sq 1
+CLIENT SETNAME
+EXEC
+MULTI
+SET sq 1
+COMMAND GETKEYS get
+EXEC
+MULTI
+SET sq 1
+COMMAND COUNT x
+CLIENT ID
+EXEC
+GET sq
+EXEC x
+SET wx 1
+WATCH wx
+EXEC x
+SET wx 2
+MULTI
+GET wx
+EXEC
+CONFIG SET requirepass pw
+RESET
+EXEC
+AUTH pw
+CONFIG SET requirepass ""
 "#;
 
 /// Runs `f` against a fresh redis-server and emberkv-server, then fails
@@ -978,6 +1015,86 @@ fn edge_cases_answer_as_redis_server_does() {
             }
         }
     });
+}
+
+/// WATCH with the writes from a second client: each line runs on both
+/// servers, `W` lines on the watching connection, `O` lines on the other.
+const TWO_CLIENTS: &str = r#"
+O FLUSHALL
+W WATCH wk
+O MULTI
+O SET wk 1
+O FLUSHALL
+O EXEC
+W MULTI
+W GET wk
+W EXEC
+W WATCH wk
+O MULTI
+O INCR wk
+O FLUSHDB
+O EXEC
+W MULTI
+W GET wk
+W EXEC
+W WATCH wk
+O SET wk x EXAT 1
+O EXISTS wk
+W MULTI
+W GET wk
+W EXEC
+W WATCH wk
+O SET wk x PXAT 1 NX
+W MULTI
+W GET wk
+W EXEC
+W WATCH wk
+O MULTI
+O SET wk x EXAT 1
+O EXEC
+W MULTI
+W GET wk
+W EXEC
+W WATCH wk
+O SET wk x XX EXAT 1
+W MULTI
+W GET wk
+W EXEC
+O SET bf 6
+W WATCH bf
+O MULTI
+O BITFIELD bf OVERFLOW FAIL INCRBY u4 100 16
+O EXEC
+O GET bf
+W MULTI
+W GET bf
+W EXEC
+O MULTI
+O BITFIELD bm OVERFLOW FAIL INCRBY u4 1 16
+O EXEC
+O EXISTS bm
+O GET bm
+"#;
+
+#[test]
+fn watches_with_a_second_client_answer_as_redis_server_does() {
+    if !have_redis_server() {
+        return;
+    }
+    let redis = RedisServer::start();
+    let ember = Server::start(&[]);
+    let mut watcher = Pair::new(&redis, &ember);
+    let mut other = Pair::new(&redis, &ember);
+    for line in TWO_CLIENTS.lines().filter(|l| !l.trim().is_empty()) {
+        match line.split_at(2) {
+            ("W ", command) => watcher.send(&words(command)),
+            ("O ", command) => other.send(&words(command)),
+            _ => panic!("a line for W or O: {line}"),
+        }
+    }
+    watcher.diffs.append(&mut other.diffs);
+    watcher.compared += other.compared;
+    watcher.check();
 }
 
 /// xorshift64*: the random sequences are the same on every run.
