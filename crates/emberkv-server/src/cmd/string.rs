@@ -221,11 +221,7 @@ pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 pub(super) fn getex(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let key = args.get(1);
     let e = extended(args, 2, false)?;
-    let at = match e.expire {
-        Some((unit, arg)) => Some(deadline(unit, arg, "getex")?),
-        None => None,
-    };
-    if at.is_none() && !e.persist {
+    if e.expire.is_none() && !e.persist {
         return get(ctx, args);
     }
     let kv = ctx.kv();
@@ -235,9 +231,11 @@ pub(super) fn getex(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         ctx.out.null();
         return Ok(());
     };
-    match at {
-        Some(at) => {
-            kv.expire_at(key, at)?;
+    // The expiry's value is checked once the key is found, as in Redis
+    // 7.0 (`GETEX missing EX x` is a null, not an error).
+    match e.expire {
+        Some((unit, arg)) => {
+            kv.expire_at(key, deadline(unit, arg, "getex")?)?;
         }
         None => {
             kv.persist(key)?;

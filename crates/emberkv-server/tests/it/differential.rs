@@ -987,6 +987,16 @@ RESET
 EXEC
 AUTH pw
 CONFIG SET requirepass ""
+GETEX nokey EX x
+GETEX nokey PX 0
+GETEX nokey EX -1
+GETEX nokey EXAT 0
+GETEX nokey EX
+GETEX nokey EX 1 PX 1
+SET gx v
+GETEX gx EX x
+GETEX gx PX 0
+TTL gx
 "#;
 
 /// Runs `f` against a fresh redis-server and emberkv-server, then fails
