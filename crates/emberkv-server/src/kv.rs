@@ -43,9 +43,10 @@ pub struct Overlay {
     flushed: bool,
     /// The keys the transaction changed, for WATCH: those in `writes`
     /// except writes that count no change (a BITFIELD whose writes all
-    /// failed but that grew the value), and those written before a
-    /// FLUSHDB that dropped them from `writes` (as in Redis, where each
-    /// command signals its keys as it runs).
+    /// failed but that grew the value), those written before a FLUSHDB
+    /// that dropped them from `writes`, and those a SET with a deadline
+    /// already past left absent (as in Redis, where each command signals
+    /// its keys as it runs).
     touched: HashSet<Vec<u8>>,
 }
 
@@ -349,6 +350,7 @@ impl<'a> Kv<'a> {
             // No change for WATCH, though the value may have grown (a
             // BITFIELD whose writes all failed): written, not touched.
             (Some(new), false) if old != Some(new.as_slice()) => {
+                check_value(&new)?;
                 let expires_at = current.and_then(|(_, at)| at);
                 let data = new.clone();
                 tx.borrow_mut()
