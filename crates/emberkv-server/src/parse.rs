@@ -65,9 +65,18 @@ impl<'a> Args<'a> {
     }
 }
 
-/// Whether `arg` is `word`, ignoring ASCII case.
+/// Whether keyword argument `arg` is `word`, ignoring ASCII case, up to
+/// its first NUL: Redis compares options with C's `strcasecmp`, so
+/// `SET k v "GET\0x"` is a SET ... GET there too.
 pub fn is(arg: &[u8], word: &str) -> bool {
-    arg.eq_ignore_ascii_case(word.as_bytes())
+    crate::request::c_str(arg).eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// Whether `arg` names subcommand `name`, ignoring ASCII case, every byte
+/// compared: Redis finds subcommands in a table hashed over the whole
+/// argument, so `CONFIG "GET\0"` is an unknown subcommand.
+pub fn is_name(arg: &[u8], name: &str) -> bool {
+    arg.eq_ignore_ascii_case(name.as_bytes())
 }
 
 /// A signed 64-bit integer argument.
@@ -110,6 +119,10 @@ mod tests {
     #[test]
     fn helpers_map_to_redis_errors() {
         assert!(is(b"nx", "NX"));
+        assert!(is(b"nx\0yz", "NX"));
+        assert!(!is(b"n\0x", "NX"));
+        assert!(is_name(b"GeT", "get"));
+        assert!(!is_name(b"get\0", "get"));
         assert_eq!(int(b"12").ok(), Some(12));
         assert!(matches!(int(b"1.5"), Err(CmdError::NotInteger)));
         assert!(matches!(float(b"x"), Err(CmdError::NotFloat)));

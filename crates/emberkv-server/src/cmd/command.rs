@@ -6,7 +6,7 @@ use super::docs::{self, Heading};
 use super::flag::{LOADING, STALE};
 use super::{COMMANDS, Ctx, Spec, Sub, arity_ok, dispatch_sub, flag, help, lookup, subcommands};
 use crate::error::{CmdError, CmdResult};
-use crate::parse::{Args, is};
+use crate::parse::{Args, is, is_name};
 
 pub(super) static SUBS: &[Sub] = &[
     Sub {
@@ -338,7 +338,7 @@ fn keys_of(ctx: &mut Ctx<'_>, call: &Args<'_>, with_flags: bool) -> CmdResult {
         return Err(CmdError::err("Invalid command specified"));
     };
     let subs = subcommands(spec.name);
-    if call.len() >= 2 && !subs.is_empty() && !subs.iter().any(|s| is(call.get(1), s.name)) {
+    if call.len() >= 2 && !subs.is_empty() && !subs.iter().any(|s| is_name(call.get(1), s.name)) {
         return Err(CmdError::err("Invalid command specified"));
     }
     let specs = key_specs(spec.name);

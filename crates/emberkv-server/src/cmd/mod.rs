@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::connection::Session;
 use crate::error::{CmdError, CmdResult};
 use crate::kv::{Kv, Overlay};
-use crate::parse::{Args, is, text};
+use crate::parse::{Args, is_name, text};
 use crate::reply::Reply;
 use crate::server::Shared;
 
@@ -1137,8 +1137,10 @@ fn find_sub(
     subs: &'static [Sub],
 ) -> Result<(usize, &'static Sub), (CmdError, Option<usize>)> {
     let name = args.get(1);
-    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is(name, s.name)) else {
-        let sub = text(&name[..name.len().min(128)]);
+    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is_name(name, s.name)) else {
+        // As Redis's `%.128s` of it: up to a NUL, at most 128 bytes.
+        let shown = crate::request::c_str(name);
+        let sub = text(&shown[..shown.len().min(128)]);
         return Err((CmdError::UnknownSubcommand { sub, container }, None));
     };
     if !arity_ok(sub.arity, args.len()) {

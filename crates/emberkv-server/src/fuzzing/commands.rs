@@ -17,6 +17,7 @@ use crate::connection::Session;
 use crate::frame::{Frame, Limits};
 use crate::parse::Args;
 use crate::reply::Reply;
+use crate::request::c_str;
 use crate::server::Shared;
 use crate::store::Store;
 
@@ -598,9 +599,9 @@ impl Model {
             "copy" => {
                 let mut replace = false;
                 for opt in &args[3..] {
-                    if opt.eq_ignore_ascii_case(b"REPLACE") {
+                    if c_str(opt).eq_ignore_ascii_case(b"REPLACE") {
                         replace = true;
-                    } else if opt.eq_ignore_ascii_case(b"DB") {
+                    } else if c_str(opt).eq_ignore_ascii_case(b"DB") {
                         // Databases other than 0 do not exist here.
                         return None;
                     } else {
@@ -630,8 +631,8 @@ impl Model {
                 let flag_ok = match args.len() {
                     1 => true,
                     2 => {
-                        args[1].eq_ignore_ascii_case(b"SYNC")
-                            || args[1].eq_ignore_ascii_case(b"ASYNC")
+                        c_str(&args[1]).eq_ignore_ascii_case(b"SYNC")
+                            || c_str(&args[1]).eq_ignore_ascii_case(b"ASYNC")
                     }
                     _ => false,
                 };
@@ -669,7 +670,8 @@ impl Model {
     fn set(&mut self, args: &[Vec<u8>]) -> Option<Frame> {
         let (mut nx, mut xx, mut get) = (false, false, false);
         for opt in &args[3..] {
-            let opt = opt.to_ascii_uppercase();
+            // Redis compares options as C strings: up to a NUL.
+            let opt = c_str(opt).to_ascii_uppercase();
             match &opt[..] {
                 b"NX" if !xx => nx = true,
                 b"XX" if !nx => xx = true,

@@ -1107,6 +1107,60 @@ fn watches_with_a_second_client_answer_as_redis_server_does() {
     watcher.check();
 }
 
+/// Keywords with a NUL inside: redis-server compares options as C strings
+/// (up to the NUL) and finds commands and subcommands by the whole
+/// argument.
+#[test]
+fn keywords_end_at_a_nul_as_in_redis_server() {
+    let calls: &[&[&[u8]]] = &[
+        &[b"SET", b"k", b"v"],
+        &[b"SET", b"k", b"w", b"GET\0x"],
+        &[b"SET", b"k", b"x", b"nx\0"],
+        &[b"SET", b"k", b"y", b"N\0X"],
+        &[b"GETEX", b"k", b"PERSIST\0"],
+        &[b"EXPIRE", b"k", b"100", b"NX\0"],
+        &[b"TTL", b"k"],
+        &[b"SET", b"a", b"1"],
+        &[b"BITOP", b"AND\0", b"d", b"a", b"k"],
+        &[b"BITFIELD", b"k", b"GET\0", b"u8", b"0"],
+        &[b"BITCOUNT", b"k", b"0", b"-1", b"BIT\0"],
+        &[b"COMMAND", b"GETKEYSANDFLAGS", b"set", b"a", b"b", b"GET\0"],
+        &[
+            b"COMMAND",
+            b"GETKEYSANDFLAGS",
+            b"bitfield",
+            b"k",
+            b"GET\0",
+            b"u4",
+            b"0",
+        ],
+        &[b"COMMAND", b"GETKEYS", b"config\0", b"get", b"x"],
+        &[b"CONFIG", b"GET\0", b"maxclients"],
+        &[
+            b"SCAN",
+            b"0",
+            b"MATCH\0",
+            b"none",
+            b"COUNT\0",
+            b"10",
+            b"TYPE\0",
+            b"string\0",
+        ],
+        &[b"LCS", b"a", b"k", b"LEN\0"],
+        &[b"COPY", b"a", b"b", b"REPLACE\0"],
+        &[b"CLIENT", b"NO-EVICT", b"on\0x"],
+        &[b"CLIENT", b"NO-EVICT\0", b"on"],
+        &[b"GET\0", b"k"],
+        &[b"FLUSHALL", b"SYNC\0"],
+    ];
+    compare(|pair| {
+        for call in calls {
+            let args: Vec<Vec<u8>> = call.iter().map(|a| a.to_vec()).collect();
+            pair.send(&args);
+        }
+    });
+}
+
 /// xorshift64*: the random sequences are the same on every run.
 struct Rng(u64);
 
