@@ -54,6 +54,8 @@ pub struct ClientHandle {
     pub qbuf: AtomicUsize,
     /// Bytes of replies not yet sent.
     pub omem: AtomicUsize,
+    /// CLIENT NO-EVICT ON (shown as flag `e`; nothing is evicted here).
+    pub no_evict: AtomicBool,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -195,6 +197,7 @@ impl Clients {
             multi: AtomicI64::new(-1),
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
+            no_evict: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -7,7 +7,7 @@ use super::flag::{ADMIN, LOADING, NOSCRIPT, STALE};
 use super::{COMMANDS, Ctx, Sub, dispatch_sub, help};
 use crate::clients::{ClientHandle, Transport};
 use crate::error::{CmdError, CmdResult};
-use crate::parse::{Args, int, is, text};
+use crate::parse::{Args, int, is, is_name, text};
 
 pub(super) static SUBS: &[Sub] = &[
     Sub {
@@ -177,12 +177,18 @@ fn setinfo(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 }
 
 fn on_off(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    if is(args.get(2), "ON") || is(args.get(2), "OFF") {
-        ctx.out.ok();
-        Ok(())
+    let on = if is(args.get(2), "ON") {
+        true
+    } else if is(args.get(2), "OFF") {
+        false
     } else {
-        Err(CmdError::Syntax)
+        return Err(CmdError::Syntax);
+    };
+    if is_name(args.get(1), "no-evict") {
+        ctx.session.handle.no_evict.store(on, Ordering::Relaxed);
     }
+    ctx.out.ok();
+    Ok(())
 }
 
 /// One line of CLIENT LIST, as Redis 7 prints it (fields emberkv-server
@@ -205,6 +211,9 @@ pub(super) fn describe(c: &ClientHandle) -> String {
     }
     if c.transport == Transport::Unix {
         flags.push('U');
+    }
+    if c.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
     }
     if flags.is_empty() {
         flags.push('N');

@@ -678,7 +678,19 @@ fn client_command() {
     let normal = String::from_utf8(as_bytes(&a.q("CLIENT LIST TYPE normal"))).unwrap();
     assert_eq!(normal.lines().count(), 2);
     assert_eq!(a.q("CLIENT LIST TYPE pubsub"), bulk(b""));
+    // NO-EVICT shows as flag `e`, and RESET keeps it (as redis-server 7.0).
+    let flags = |c: &mut Raw<_>| {
+        let info = String::from_utf8(as_bytes(&c.q("CLIENT INFO"))).unwrap();
+        let flags = info.split(' ').find_map(|f| f.strip_prefix("flags="));
+        flags.unwrap().to_string()
+    };
+    assert_eq!(flags(&mut a), "N");
     assert_eq!(a.q("CLIENT NO-EVICT on"), ok());
+    assert_eq!(flags(&mut a), "e");
+    assert_eq!(a.q("RESET"), simple("RESET"));
+    assert_eq!(flags(&mut a), "e");
+    assert_eq!(a.q("CLIENT NO-EVICT off"), ok());
+    assert_eq!(flags(&mut a), "N");
     assert_eq!(
         a.q("CLIENT BOGUS"),
         error("ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.")
