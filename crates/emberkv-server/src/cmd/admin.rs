@@ -132,7 +132,7 @@ pub(super) static CONFIG_SUBS: &[Sub] = &[
 ];
 
 pub(super) fn config(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    dispatch_sub(ctx, args, "CONFIG", CONFIG_SUBS)
+    dispatch_sub(ctx, args, "config")
 }
 
 fn config_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {

@@ -93,7 +93,7 @@ pub(super) static SUBS: &[Sub] = &[
 ];
 
 pub(super) fn client(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    dispatch_sub(ctx, args, "CLIENT", SUBS)
+    dispatch_sub(ctx, args, "client")
 }
 
 fn client_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {

@@ -75,7 +75,7 @@ pub(super) fn command(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         }
         return Ok(());
     }
-    dispatch_sub(ctx, args, "COMMAND", SUBS)
+    dispatch_sub(ctx, args, "command")
 }
 
 fn command_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {

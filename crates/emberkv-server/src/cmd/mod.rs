@@ -1160,14 +1160,11 @@ fn container_name(name: &str) -> &'static str {
     }
 }
 
-/// Runs the subcommand named by argument 1.
-fn dispatch_sub(
-    ctx: &mut Ctx<'_>,
-    args: &Args<'_>,
-    container: &'static str,
-    subs: &'static [Sub],
-) -> CmdResult {
-    let (at, sub) = match find_sub(args, container, subs) {
+/// Runs the subcommand of container command `name` (CLIENT, COMMAND,
+/// CONFIG) named by argument 1.
+fn dispatch_sub(ctx: &mut Ctx<'_>, args: &Args<'_>, name: &str) -> CmdResult {
+    let container = container_name(name);
+    let (at, sub) = match find_sub(args, container, subcommands(name)) {
         Ok(found) => found,
         Err((e, at)) => {
             if let Some(at) = at {
