@@ -495,17 +495,40 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
     } else {
         ctx.out.array(subs.len());
     }
+    for sub in subs {
+        write_sub_info(ctx, spec, sub);
+    }
+}
+
+/// The COMMAND INFO entry of subcommand `sub` of container `spec`.
+fn write_sub_info(ctx: &mut Ctx<'_>, spec: &Spec, sub: &Sub) {
     // A subcommand has the categories its container's table names.
     let named: &[&str] = if spec.name == "config" {
         &[]
     } else {
         &["@connection"]
     };
-    for sub in subs {
-        let name = format!("{}|{}", spec.name, sub.name);
-        write_entry(ctx, &name, sub.arity, sub.flags, (0, 0, 0), named);
-        ctx.out.set(0); // subcommands
+    let name = format!("{}|{}", spec.name, sub.name);
+    write_entry(ctx, &name, sub.arity, sub.flags, (0, 0, 0), named);
+    ctx.out.set(0); // subcommands
+}
+
+/// The command or subcommand that COMMAND INFO and DOCS name: `name`, or
+/// `container|sub` (as Redis 7.0's `lookupCommandBySds`: two parts at
+/// most, the second a subcommand of the first).
+fn resolve(name: &[u8]) -> Option<(&'static Spec, Option<&'static Sub>)> {
+    let Some(bar) = name.iter().position(|&b| b == b'|') else {
+        return lookup(name).map(|(_, spec)| (spec, None));
+    };
+    let (base, sub) = (&name[..bar], &name[bar + 1..]);
+    if sub.contains(&b'|') {
+        return None;
     }
+    let (_, spec) = lookup(base)?;
+    let sub = subcommands(spec.name)
+        .iter()
+        .find(|s| is_name(sub, s.name))?;
+    Some((spec, Some(sub)))
 }
 
 /// The first nine elements of a COMMAND INFO entry: name, arity, flags,
@@ -553,8 +576,9 @@ fn info(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     }
     ctx.out.array(args.len() - 2);
     for name in args.from(2) {
-        match lookup(name) {
-            Some((_, spec)) => write_info(ctx, spec),
+        match resolve(name) {
+            Some((spec, None)) => write_info(ctx, spec),
+            Some((spec, Some(sub))) => write_sub_info(ctx, spec, sub),
             None => ctx.out.null(),
         }
     }
@@ -588,17 +612,28 @@ fn write_doc(ctx: &mut Ctx<'_>, spec: &Spec) {
 }
 
 fn docs(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    let specs: Vec<&Spec> = if args.len() == 2 {
-        COMMANDS.iter().collect()
+    let found: Vec<(&Spec, Option<&Sub>)> = if args.len() == 2 {
+        COMMANDS.iter().map(|spec| (spec, None)).collect()
     } else {
         // Unknown names are left out, as Redis does.
-        args.from(2)
-            .filter_map(|n| lookup(n).map(|(_, s)| s))
-            .collect()
+        args.from(2).filter_map(resolve).collect()
     };
-    ctx.out.map(specs.len());
-    for spec in specs {
-        write_doc(ctx, spec);
+    ctx.out.map(found.len());
+    for (spec, sub) in found {
+        match sub {
+            None => write_doc(ctx, spec),
+            Some(sub) => {
+                let name = format!("{}|{}", spec.name, sub.name);
+                ctx.out.bulk(name.as_bytes());
+                let heading = Heading {
+                    name: &name,
+                    summary: sub.summary,
+                    since: sub.since,
+                    group: spec.group,
+                };
+                docs::write(ctx.out, &heading, &[]);
+            }
+        }
     }
     Ok(())
 }

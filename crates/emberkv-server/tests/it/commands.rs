@@ -776,6 +776,15 @@ fn command_info_and_docs() {
     let docs = as_array(&r.q("COMMAND DOCS set nosuch"));
     assert_eq!(docs.len(), 2, "unknown names are left out");
     assert_eq!(docs[0], bulk(b"set"));
+    // A subcommand by its `container|sub` name, as Redis 7 gives it.
+    let docs = as_array(&r.q("COMMAND DOCS config|get CLIENT|KILL"));
+    assert_eq!(
+        (&docs[0], &docs[2]),
+        (&bulk(b"config|get"), &bulk(b"client|kill"))
+    );
+    let get = as_array(&docs[1]);
+    assert_eq!(get[0], bulk(b"summary"));
+    assert!(get.contains(&bulk(b"arguments")), "{get:?}");
     assert!(as_array(&r.q("COMMAND LIST")).contains(&bulk(b"incrbyfloat")));
     assert_eq!(
         r.q("COMMAND BOGUS"),

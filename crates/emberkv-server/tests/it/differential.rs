@@ -987,6 +987,13 @@ RESET
 EXEC
 AUTH pw
 CONFIG SET requirepass ""
+COMMAND INFO config|get
+COMMAND INFO CONFIG|GET client|kill command|getkeys
+COMMAND INFO get|x
+COMMAND INFO config|nope
+COMMAND INFO config|get|x
+COMMAND INFO config| |get
+COMMAND DOCS config|nope get|x config|get|x
 GETEX nokey EX x
 GETEX nokey PX 0
 GETEX nokey EX -1
