@@ -74,7 +74,9 @@ pub fn is(arg: &[u8], word: &str) -> bool {
 
 /// Whether `arg` names subcommand `name`, ignoring ASCII case, every byte
 /// compared: Redis finds subcommands in a table hashed over the whole
-/// argument, so `CONFIG "GET\0"` is an unknown subcommand.
+/// argument, so `CONFIG "GET\0"` is an unknown subcommand there (unless
+/// the hash happens to fall in GET's bucket: its C-string comparison then
+/// matches, by chance of the process's hash seed).
 pub fn is_name(arg: &[u8], name: &str) -> bool {
     arg.eq_ignore_ascii_case(name.as_bytes())
 }

@@ -1115,8 +1115,11 @@ fn watches_with_a_second_client_answer_as_redis_server_does() {
 }
 
 /// Keywords with a NUL inside: redis-server compares options as C strings
-/// (up to the NUL) and finds commands and subcommands by the whole
-/// argument.
+/// (up to the NUL). Command and subcommand names with a NUL are left out:
+/// Redis hashes the whole name but compares as a C string, so `"GET\0"`
+/// finds GET only when its hash falls in GET's bucket, which changes with
+/// each process's hash seed (seen here: `CONFIG "GET\0"` answered as
+/// CONFIG GET in some runs); emberkv-server finds no such name.
 #[test]
 fn keywords_end_at_a_nul_as_in_redis_server() {
     let calls: &[&[&[u8]]] = &[
@@ -1141,8 +1144,6 @@ fn keywords_end_at_a_nul_as_in_redis_server() {
             b"u4",
             b"0",
         ],
-        &[b"COMMAND", b"GETKEYS", b"config\0", b"get", b"x"],
-        &[b"CONFIG", b"GET\0", b"maxclients"],
         &[
             b"SCAN",
             b"0",
@@ -1156,8 +1157,6 @@ fn keywords_end_at_a_nul_as_in_redis_server() {
         &[b"LCS", b"a", b"k", b"LEN\0"],
         &[b"COPY", b"a", b"b", b"REPLACE\0"],
         &[b"CLIENT", b"NO-EVICT", b"on\0x"],
-        &[b"CLIENT", b"NO-EVICT\0", b"on"],
-        &[b"GET\0", b"k"],
         &[b"FLUSHALL", b"SYNC\0"],
     ];
     compare(|pair| {
