@@ -1,5 +1,5 @@
 //! The emberkv store as the commands see it: the [`Db`] plus per-key
-//! lock stripes with write versions, and the multi-key operations the
+//! lock stripes with their watched keys, and the multi-key operations the
 //! engine has no call for (flush, random key, pattern listing).
 //!
 //! # Write locks
@@ -13,13 +13,16 @@
 //! Each write is still one engine call (one record, crash-atomic), or one
 //! [`emberkv::WriteBatch`] for multi-key writes.
 //!
-//! # Versions (WATCH)
-//! Each stripe counts the writes that changed one of its keys: the write
-//! methods here bump it after the engine call, while the writer still
-//! holds the stripe. WATCH notes the counts of its keys' stripes, and EXEC
-//! compares them with the stripes locked: any change of a watched key
-//! since WATCH shows (keys sharing a stripe can make a false alarm, never
-//! a missed change).
+//! # Watched keys (WATCH)
+//! Each stripe keeps the keys of its stripe that some client watches,
+//! each with the number of writes that changed it since it was first
+//! watched ([`Watches`]). The write methods here count a change after the
+//! engine call, while the writer still holds the stripe, and only when
+//! the stripe has a watched key (an atomic load otherwise). WATCH
+//! registers its keys and notes their counts; EXEC compares them with the
+//! stripes locked: a change of a watched key since WATCH always shows, and
+//! a write of another key never does (as in Redis, which keeps a table of
+//! watched keys too).
 //!
 //! # Exclusive sections and isolated reads
 //! EXEC, FLUSHDB and every multi-key write (MSET, MSETNX, DEL of several
@@ -31,8 +34,10 @@
 //! atomic loads of a line only sections write), and otherwise again under
 //! its keys' stripes, so it never sees half of an EXEC.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use emberkv::{Db, Options, WriteBatch};
@@ -61,13 +66,80 @@ pub enum Write<'a> {
     Remove,
 }
 
-/// One lock stripe: the lock a write of its keys holds, and the number of
-/// writes that changed one of its keys.
+/// One lock stripe: the lock a write of its keys holds, and its keys that
+/// clients watch.
 #[derive(Default)]
 #[repr(align(16))]
-struct Stripe {
+pub struct Stripe {
     lock: Mutex<()>,
-    version: AtomicU64,
+    /// Entries in `watched`, read without its lock by every write (while
+    /// it holds the stripe, which a registration holds too).
+    watched_keys: AtomicU32,
+    /// Each watched key: its watchers and the writes that changed it.
+    watched: Mutex<HashMap<Vec<u8>, Watch>>,
+}
+
+/// A watched key's watchers and changes.
+#[derive(Debug)]
+struct Watch {
+    watchers: u32,
+    changes: u64,
+}
+
+/// The stripes' tables of watched keys, shared with the sessions that
+/// watch (a session's watched keys are given back when it lets go of
+/// them, however it ends).
+#[derive(Clone)]
+pub struct Watches(Arc<[Stripe]>);
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches").finish_non_exhaustive()
+    }
+}
+
+impl Watches {
+    /// Registers one more watcher of `key` and returns the count of its
+    /// changes, which [`Watches::changes`] compares later. The caller holds
+    /// the key's stripe (no write of it is half done).
+    pub fn register(&self, key: &[u8]) -> u64 {
+        let stripe = &self.0[stripe_of(key)];
+        let mut watched = stripe.watched.lock();
+        let watch = watched.entry(key.to_vec()).or_insert_with(|| {
+            stripe.watched_keys.fetch_add(1, Ordering::Relaxed);
+            Watch {
+                watchers: 0,
+                changes: 0,
+            }
+        });
+        watch.watchers += 1;
+        watch.changes
+    }
+
+    /// The count of changes of `key`, which the caller watches (it holds a
+    /// registration) and whose stripe it holds.
+    pub fn changes(&self, key: &[u8]) -> u64 {
+        let stripe = &self.0[stripe_of(key)];
+        stripe
+            .watched
+            .lock()
+            .get(key)
+            .map_or(u64::MAX, |w| w.changes)
+    }
+
+    /// Gives back one registration of `key`; the key leaves the table with
+    /// its last watcher.
+    pub fn release(&self, key: &[u8]) {
+        let stripe = &self.0[stripe_of(key)];
+        let mut watched = stripe.watched.lock();
+        if let Some(watch) = watched.get_mut(key) {
+            watch.watchers -= 1;
+            if watch.watchers == 0 {
+                watched.remove(key);
+                stripe.watched_keys.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Exclusive sections begun and ended, on a cache line of their own (only
@@ -83,7 +155,7 @@ struct Gate {
 pub struct Store {
     db: Db,
     path: PathBuf,
-    stripes: Box<[Stripe]>,
+    stripes: Arc<[Stripe]>,
     gate: Gate,
     /// Unix seconds of the last successful SAVE (or of the open).
     last_save: AtomicU64,
@@ -246,20 +318,21 @@ impl Store {
         f()
     }
 
-    /// The write version of stripe `stripe`; exact while the caller holds
-    /// the stripe.
-    pub fn version(&self, stripe: usize) -> u64 {
-        self.stripes[stripe & (STRIPES - 1)]
-            .version
-            .load(Ordering::Acquire)
+    /// The tables of watched keys.
+    pub fn watches(&self) -> Watches {
+        Watches(Arc::clone(&self.stripes))
     }
 
-    /// Counts a change of `key` in its stripe's version; the caller holds
+    /// Counts a change of `key` if a client watches it; the caller holds
     /// the stripe and has made the change.
     pub fn touch(&self, key: &[u8]) {
-        self.stripes[stripe_of(key)]
-            .version
-            .fetch_add(1, Ordering::Release);
+        let stripe = &self.stripes[stripe_of(key)];
+        // Registrations hold the stripe too: no stale zero here.
+        if stripe.watched_keys.load(Ordering::Relaxed) != 0
+            && let Some(watch) = stripe.watched.lock().get_mut(key)
+        {
+            watch.changes += 1;
+        }
     }
 
     /// The value and expiry (Unix ms) of `key`, read consistently; the
@@ -549,13 +622,14 @@ mod tests {
     }
 
     #[test]
-    fn writes_that_change_a_key_bump_its_stripe() {
+    fn writes_that_change_a_watched_key_count_once_each() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 64 << 20).unwrap();
-        let stripe = stripe_of(b"k");
-        let mut last = store.version(stripe);
+        let watches = store.watches();
+        assert_eq!(watches.register(b"k"), 0);
+        let mut last = 0;
         let mut changed = |store: &Store| {
-            let now = store.version(stripe);
+            let now = store.watches().changes(b"k");
             let moved = now != last;
             last = now;
             moved
@@ -585,6 +659,20 @@ mod tests {
         assert!(changed(&store));
         store.flush().unwrap();
         assert!(!changed(&store), "a flush: WATCH finds the keys gone");
+        // Another key of the same stripe, or one nobody watches, counts
+        // nowhere.
+        let neighbour = (0u32..)
+            .map(|i| format!("n{i}").into_bytes())
+            .find(|n| stripe_of(n) == stripe_of(b"k"))
+            .unwrap();
+        store.put(&neighbour, b"v", Expiry::Never).unwrap();
+        assert!(!changed(&store), "a write of another key of the stripe");
+        // The key leaves the table with its last watcher.
+        assert_eq!(watches.register(b"k"), 6, "six changes counted above");
+        watches.release(b"k");
+        watches.release(b"k");
+        assert_eq!(store.stripes[stripe_of(b"k")].watched.lock().len(), 0);
+        assert_eq!(watches.register(b"k"), 0);
     }
 
     #[test]

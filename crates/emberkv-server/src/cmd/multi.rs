@@ -12,14 +12,14 @@
 //! runs in between, and a read-only command sees the keys before or after
 //! the EXEC, never in between.
 //!
-//! WATCH notes the write version of each key's stripe and whether the key
-//! exists. EXEC finds a watched key changed when its stripe's version
-//! moved (a write of it, or of a key sharing its stripe) or when it
-//! existed at WATCH and is gone since (expired, or removed by a FLUSHDB:
-//! as in Redis 7.0, a flush changes only the watched keys that existed);
-//! then it runs nothing and replies a null array. A write that changes
-//! nothing (a failed INCR, a SETBIT or BITFIELD that leaves every bit as
-//! it was) moves no version, as it signals no change in Redis 7.0.
+//! WATCH registers each key in the store's table of watched keys
+//! ([`Watches`]), noting the count of its changes and whether it exists.
+//! EXEC finds a watched key changed when its count moved (a write of it)
+//! or when it existed at WATCH and is gone since (expired, or removed by a
+//! FLUSHDB: as in Redis 7.0, a flush changes only the watched keys that
+//! existed); then it runs nothing and replies a null array. A write that
+//! changes nothing (a failed INCR, a SETBIT or BITFIELD that leaves every
+//! bit as it was) counts nothing, as it signals no change in Redis 7.0.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::kv::Overlay;
 use crate::parse::Args;
 use crate::reply::Reply;
-use crate::store::{Store, stripe_of};
+use crate::store::{Store, Watches, stripe_of};
 
 /// The commands queued since MULTI.
 #[derive(Debug, Default)]
@@ -58,18 +58,33 @@ impl Multi {
     }
 }
 
-/// One watched key: its stripe's version at WATCH, and whether it existed.
+/// One watched key: its stripe, the count of its changes at WATCH, and
+/// whether it existed.
 #[derive(Debug)]
 struct Watch {
     stripe: usize,
-    version: u64,
+    changes: u64,
     existed: bool,
 }
 
-/// The keys a client watches.
+/// The keys a client watches, each registered in the store's
+/// [`Watches`] until this is dropped (UNWATCH, EXEC, DISCARD, RESET, or
+/// the connection's end, however it ends).
 #[derive(Debug, Default)]
 pub struct Watched {
     keys: HashMap<Vec<u8>, Watch>,
+    /// Where the keys are registered; `None` before the first WATCH.
+    watches: Option<Watches>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(watches) = &self.watches {
+            for key in self.keys.keys() {
+                watches.release(key);
+            }
+        }
+    }
 }
 
 impl Watched {
@@ -77,7 +92,8 @@ impl Watched {
     /// their stripes.
     fn intact(&self, store: &Store) -> emberkv::Result<bool> {
         for (key, w) in &self.keys {
-            if store.version(w.stripe) != w.version {
+            let watches = self.watches.as_ref().expect("keys are registered");
+            if watches.changes(key) != w.changes {
                 return Ok(false);
             }
             // No write touched the stripe: a key gone since has expired or
@@ -256,14 +272,18 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let stripe = stripe_of(key);
         // Under the stripe, no write of the key is half done.
         let _lock = store.lock(key);
-        let version = store.version(stripe);
         let existed = store.db().contains_key(key)?;
+        let watched = &mut ctx.session.watched;
+        let changes = watched
+            .watches
+            .get_or_insert_with(|| store.watches())
+            .register(key);
         let watch = Watch {
             stripe,
-            version,
+            changes,
             existed,
         };
-        ctx.session.watched.keys.insert(key.to_vec(), watch);
+        watched.keys.insert(key.to_vec(), watch);
     }
     ctx.out.ok();
     Ok(())

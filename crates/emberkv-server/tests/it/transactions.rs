@@ -289,6 +289,38 @@ fn watch_aborts_exec_when_another_client_changes_the_key() {
     assert_eq!(b.q(&format!("GET {w}")), bulk(b"done"));
 }
 
+/// A write of another key never aborts a watcher, not even of a key that
+/// shares the watched key's lock stripe (a false alarm before the watched
+/// keys had a table of their own); two clients watching one key each keep
+/// their watch when the other lets go of its own.
+#[test]
+fn watch_counts_only_the_watched_key() {
+    let s = Server::start(&[]);
+    let w = "watched";
+    let neighbour = (0u32..)
+        .map(|i| format!("n{i}"))
+        .find(|n| stripe_of(n.as_bytes()) == stripe_of(w.as_bytes()))
+        .unwrap();
+    let mut a = s.raw();
+    let mut b = s.raw();
+    let mut c = s.raw();
+    assert_eq!(a.q(&format!("WATCH {w}")), ok());
+    assert_eq!(c.q(&format!("WATCH {w}")), ok());
+    assert_eq!(b.q(&format!("SET {neighbour} 1")), ok());
+    assert_eq!(b.q(&format!("INCR {neighbour}")), int(2));
+    assert_eq!(a.q("MULTI"), ok());
+    assert_eq!(a.q("SET z 1"), queued());
+    assert_eq!(a.q("EXEC"), array(vec![ok()]), "another key of the stripe");
+    // `a` let go of its watch (EXEC); `c` still watches, and a write of
+    // the key after that aborts it.
+    drop(a);
+    assert_eq!(b.q(&format!("SET {w} 1")), ok());
+    assert_eq!(c.q("MULTI"), ok());
+    assert_eq!(c.q("SET z 2"), queued());
+    assert_eq!(c.q("EXEC"), Frame::Null);
+    assert_eq!(c.q("GET z"), bulk(b"1"));
+}
+
 #[test]
 fn watch_aborts_exec_when_the_key_expires() {
     let s = Server::start(&[]);
