@@ -45,8 +45,8 @@
 //! whose expiry is at or before now is never returned, from memory or from
 //! a file; its record is reclaimed by compaction. Setting the system clock
 //! back makes keys live longer, forward makes them expire sooner (as in
-//! Redis). [`Db::len`] counts an expired key until a write or compaction
-//! touches it.
+//! Redis). [`Db::len`] counts an expired key until a write, compaction or
+//! the background expiry sweep removes it.
 //!
 //! # Limits
 //! Keys up to [`MAX_KEY_BYTES`] (64 KiB), values up to [`MAX_VALUE_BYTES`]
