@@ -41,12 +41,10 @@ pub struct Overlay {
     writes: HashMap<Vec<u8>, Option<Value>>,
     /// FLUSHDB or FLUSHALL ran: every key not in `writes` is gone.
     flushed: bool,
-    /// The keys the transaction changed, for WATCH: those in `writes`
-    /// except writes that count no change (a BITFIELD whose writes all
-    /// failed but that grew the value), those written before a FLUSHDB
-    /// that dropped them from `writes`, and those a SET with a deadline
-    /// already past left absent (as in Redis, where each command signals
-    /// its keys as it runs).
+    /// The keys the transaction changed, for WATCH: those in `writes`,
+    /// those written before a FLUSHDB that dropped them from `writes`, and
+    /// those a SET with a deadline already past left absent (as in Redis,
+    /// where each command signals its keys as it runs).
     touched: HashSet<Vec<u8>>,
 }
 
@@ -348,18 +346,10 @@ impl<'a> Kv<'a> {
         let current = self.entry(key)?;
         let old = current.as_ref().map(|(data, _)| data.as_slice());
         match f(old) {
-            // No change for WATCH, though the value may have grown (a
-            // BITFIELD whose writes all failed): written, not touched.
-            (Some(new), false) if old != Some(new.as_slice()) => {
-                check_value(&new)?;
-                let expires_at = current.and_then(|(_, at)| at);
-                let data = new.clone();
-                tx.borrow_mut()
-                    .writes
-                    .insert(key.to_vec(), Some(Value { data, expires_at }));
-                Ok(Some(new))
+            (new, false) => {
+                debug_assert_eq!(new.as_deref(), old, "no change: the value as it was");
+                Ok(new)
             }
-            (new, false) => Ok(new),
             (Some(new), true) => {
                 check_value(&new)?;
                 let expires_at = current.and_then(|(_, at)| at);

@@ -532,10 +532,16 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, read_only: bool) -> CmdR
             if grown {
                 v.resize(len, 0);
             }
-            // A change for WATCH, as Redis 7.0 counts one: a write done
-            // (not refused by OVERFLOW FAIL) to a value created or grown,
-            // or one that changed its field's bits.
-            let mut changed = false;
+            // A change for WATCH: a write done (not refused by OVERFLOW
+            // FAIL) that changed its field's bits, as Redis 7.0 counts
+            // one, or a value created or grown, which Redis counts only
+            // with a write done. Redis still aborts a watcher of a key
+            // created so and then flushed, or re-created so after it
+            // expired, where EXEC here would find it as it was at WATCH:
+            // counting the growth aborts those, at the cost of aborting a
+            // watcher of a key created so and left alone, which Redis
+            // does not.
+            let mut changed = grown;
             let replies = fields
                 .iter()
                 .map(|f| match f.op {
@@ -544,7 +550,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, read_only: bool) -> CmdR
                         let before = get_unsigned(&v, f.offset, f.bits);
                         let reply = write_field(&mut v, f);
                         let after = get_unsigned(&v, f.offset, f.bits);
-                        changed |= reply.is_some() && (grown || before != after);
+                        changed |= reply.is_some() && before != after;
                         reply
                     }
                 })

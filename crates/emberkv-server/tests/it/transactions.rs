@@ -335,6 +335,28 @@ fn watch_aborts_exec_when_the_key_expires() {
     assert_eq!(a.q("EXISTS z"), int(0));
 }
 
+/// A watched key that expired and was then created again by a BITFIELD
+/// whose writes all failed (it grows the value to hold them) is a change:
+/// redis-server aborts the EXEC (the expiry signals it); EXEC here found
+/// the key existing as at WATCH and ran it before that BITFIELD counted.
+#[test]
+fn watch_aborts_exec_when_an_expired_key_is_recreated_by_a_failed_bitfield() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let mut b = s.raw();
+    assert_eq!(a.q("SET j a PX 100"), ok());
+    assert_eq!(a.q("WATCH j"), ok());
+    assert!(eventually(10, || b.q("EXISTS j") == int(0)));
+    assert_eq!(
+        b.q("BITFIELD j OVERFLOW FAIL INCRBY u8 0 300"),
+        array(vec![Frame::Null])
+    );
+    assert_eq!(a.q("MULTI"), ok());
+    assert_eq!(a.q("SET j mine"), queued());
+    assert_eq!(a.q("EXEC"), Frame::Null);
+    assert_eq!(a.q("GET j"), bulk(b"\0"));
+}
+
 #[test]
 fn exec_discard_and_unwatch_forget_the_watched_keys() {
     let s = Server::start(&[]);
