@@ -319,7 +319,6 @@ impl<'a> Kv<'a> {
         let Some(tx) = self.tx else {
             return self.store.remove(key);
         };
-        check_key(key)?;
         let existed = self.contains_key(key)?;
         if existed {
             self.write(tx, key, None);
@@ -395,7 +394,6 @@ impl<'a> Kv<'a> {
         let Some(tx) = self.tx else {
             return self.store.persist(key);
         };
-        check_key(key)?;
         let Some((data, Some(_))) = self.entry(key)? else {
             return Ok(false);
         };

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use emberkv::{Db, Options, WriteBatch};
+use emberkv::{Db, MAX_KEY_BYTES, Options, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
 /// Number of lock stripes (a power of two).
@@ -387,6 +387,11 @@ impl Store {
     /// # Errors
     /// As for [`Db::remove`].
     pub fn remove(&self, key: &[u8]) -> emberkv::Result<bool> {
+        // No key longer than the engine takes exists: none to remove (the
+        // engine would refuse the call), as reads find none.
+        if key.len() > MAX_KEY_BYTES {
+            return Ok(false);
+        }
         let removed = self.db.remove(key)?;
         if removed {
             self.touch(key);
@@ -440,6 +445,9 @@ impl Store {
     /// # Errors
     /// As for [`Db::persist`].
     pub fn persist(&self, key: &[u8]) -> emberkv::Result<bool> {
+        if key.len() > MAX_KEY_BYTES {
+            return Ok(false);
+        }
         let had = self.db.persist(key)?;
         if had {
             self.touch(key);

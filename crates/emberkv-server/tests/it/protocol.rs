@@ -298,6 +298,19 @@ fn values_above_the_engine_limit_are_refused_cleanly() {
     let key = vec![b'k'; (64 << 10) + 1];
     let reply = r.call(&[b"SET", &key, b"v"]);
     assert!(as_bytes(&reply).starts_with(b"ERR key of 65537 bytes"));
+    // No such key can exist: reads find nothing and removals remove
+    // nothing, in and out of MULTI (DEL and PERSIST answered the key's
+    // length error).
+    assert_eq!(r.call(&[b"GET", &key]), Frame::Null);
+    assert_eq!(r.call(&[b"EXISTS", &key]), int(0));
+    assert_eq!(r.call(&[b"DEL", &key]), int(0));
+    assert_eq!(r.call(&[b"UNLINK", &key, b"big"]), int(0));
+    assert_eq!(r.call(&[b"PERSIST", &key]), int(0));
+    assert_eq!(r.call(&[b"GETDEL", &key]), Frame::Null);
+    assert_eq!(r.q("MULTI"), ok());
+    assert_eq!(r.call(&[b"DEL", &key]), simple("QUEUED"));
+    assert_eq!(r.call(&[b"PERSIST", &key]), simple("QUEUED"));
+    assert_eq!(r.q("EXEC"), array(vec![int(0), int(0)]));
     assert_eq!(r.q("PING"), simple("PONG"));
 }
 
