@@ -70,7 +70,7 @@ pub enum Write<'a> {
 /// clients watch.
 #[derive(Default)]
 #[repr(align(16))]
-pub struct Stripe {
+struct Stripe {
     lock: Mutex<()>,
     /// Entries in `watched`, read without its lock by every write (while
     /// it holds the stripe, which a registration holds too).
