@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use emberkv_server::frame::Frame;
+
 use crate::common::*;
 
 fn have_cli() -> bool {
@@ -124,4 +126,47 @@ fn redis_cli_multi_exec() {
         out,
         "OK\nERR unknown command 'NOSUCH', with args beginning with: \n\nQUEUED\nEXECABORT Transaction discarded because of previous errors.\n\n2\n"
     );
+}
+
+/// redis-benchmark (Debian package redis-tools, like redis-cli) runs its
+/// SET, GET, INCR and MSET tests against the server unchanged, plain and
+/// pipelined, and what it wrote is there after (its counts only: the rates
+/// are `scripts/bench-server.sh`'s business, never a test's).
+#[test]
+fn redis_benchmark_runs_against_the_server() {
+    if !require("redis-benchmark", runs("redis-benchmark", &["--version"])) {
+        return;
+    }
+    let s = Server::start(&[]);
+    for pipeline in ["1", "16"] {
+        let out = Command::new("redis-benchmark")
+            .args(["-s", path_str(&s.sock), "-c", "10", "-n", "2000"])
+            .args(["-r", "500", "-d", "64", "-P", pipeline, "--csv"])
+            .args(["-t", "set,get,incr,mset"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn redis-benchmark");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "redis-benchmark -P {pipeline}: {}{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for test in ["SET", "GET", "INCR", "MSET (10 keys)"] {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(&format!("\"{test}\","))),
+                "no {test} row with -P {pipeline}: {stdout}"
+            );
+        }
+    }
+    let mut r = s.raw();
+    let keys = as_array(&r.q("KEYS key:*"));
+    assert!(!keys.is_empty() && keys.len() <= 500, "{} keys", keys.len());
+    let Frame::Bulk(key) = &keys[0] else {
+        panic!("{:?}", keys[0])
+    };
+    assert_eq!(r.call(&[b"STRLEN", key]), int(64));
+    assert!(matches!(r.q("KEYS counter:*"), Frame::Array(c) if !c.is_empty()));
 }
