@@ -641,20 +641,36 @@ fn compact_group(core: &Core, group: &Group, oldest: bool) -> Result<(u64, u64)>
         }
     }
 
-    let entries: Vec<Entry<'_>> = found
+    // A moved record's copy is its bytes unchanged unless its flags differ
+    // (a batch's record loses FLAG_BATCH): it then takes the checksum the
+    // scan verified; any other copy has its checksum computed.
+    let (entries, crcs): (Vec<Entry<'_>>, Vec<u32>) = found
         .iter()
         .zip(&fates)
-        .filter_map(|(f, fate)| match fate {
-            Fate::Drop => None,
-            Fate::Move(_) => Some(Entry {
-                flags: f.value_flags,
-                expires_at: f.expires_at,
-                key: group.key(f),
-                value: group.value(f),
-            }),
-            Fate::Expire(_) | Fate::Carry => Some(Entry::tombstone(group.key(f))),
+        .filter_map(|(f, fate)| {
+            let (entry, source) = match fate {
+                Fate::Drop => return None,
+                Fate::Move(_) => {
+                    let entry = Entry {
+                        flags: f.value_flags,
+                        expires_at: f.expires_at,
+                        key: group.key(f),
+                        value: group.value(f),
+                    };
+                    (entry, f.source)
+                }
+                Fate::Expire(_) | Fate::Carry => (Entry::tombstone(group.key(f)), None),
+            };
+            let crc = match source {
+                Some((flags, crc)) if flags == entry.flags() => {
+                    debug_assert_eq!(crc, entry.checksum());
+                    crc
+                }
+                _ => entry.checksum(),
+            };
+            Some((entry, crc))
         })
-        .collect();
+        .unzip();
     if entries.is_empty() {
         return Ok((0, 0));
     }
@@ -662,24 +678,6 @@ fn compact_group(core: &Core, group: &Group, oldest: bool) -> Result<(u64, u64)>
         entries.len() as u64,
         entries.iter().map(|e| e.len() as u64).sum(),
     );
-    // A moved record's copy is its bytes unchanged unless its flags differ
-    // (a batch's record loses FLAG_BATCH): then its checksum is computed.
-    let sources = found.iter().zip(&fates).filter_map(|(f, fate)| match fate {
-        Fate::Drop => None,
-        Fate::Move(_) => Some(f.source),
-        Fate::Expire(_) | Fate::Carry => Some(None),
-    });
-    let crcs: Vec<u32> = entries
-        .iter()
-        .zip(sources)
-        .map(|(entry, source)| match source {
-            Some((flags, crc)) if flags == entry.flags() => {
-                debug_assert_eq!(crc, entry.checksum());
-                crc
-            }
-            _ => entry.checksum(),
-        })
-        .collect();
     let mut addrs = vec![0; entries.len()];
     core.log.append_each(&entries, &crcs, &mut addrs)?;
     let mut written = entries.iter().zip(addrs);
