@@ -68,22 +68,31 @@ impl CmdError {
     /// The unknown-command error for a command and its arguments, listing
     /// arguments while the list is under 128 bytes, as Redis does.
     pub fn unknown_command<'a>(name: &[u8], mut args: impl Iterator<Item = &'a [u8]>) -> Self {
-        // Redis formats each with `%s`: a C string, which ends at a NUL.
         let mut list = String::new();
         while list.len() < 128 {
-            let Some(arg) = args.next().map(c_str) else {
-                break;
-            };
-            let room = 128 - list.len();
-            let text = String::from_utf8_lossy(&arg[..arg.len().min(room)]);
+            let Some(arg) = args.next() else { break };
+            let arg = c_text(arg, 128 - list.len());
             list.push('\'');
-            list.push_str(&text);
+            list.push_str(&arg);
             list.push_str("' ");
         }
-        let name = c_str(name);
-        let name = String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned();
+        let name = c_text(name, 128);
         CmdError::UnknownCommand { name, args: list }
     }
+
+    /// The unknown-subcommand error for argument `sub` of container
+    /// command `container` (upper case), as Redis's `%.128s` shows it.
+    pub fn unknown_subcommand(sub: &[u8], container: &'static str) -> Self {
+        let sub = c_text(sub, 128);
+        CmdError::UnknownSubcommand { sub, container }
+    }
+}
+
+/// `arg` as C's `%.<max>s` prints it, as Redis formats names and
+/// arguments in its errors: up to its first NUL, at most `max` bytes.
+fn c_text(arg: &[u8], max: usize) -> String {
+    let arg = c_str(arg);
+    String::from_utf8_lossy(&arg[..arg.len().min(max)]).into_owned()
 }
 
 impl fmt::Display for CmdError {

@@ -4,9 +4,11 @@
 
 use super::docs::{self, Heading};
 use super::flag::{LOADING, STALE};
-use super::{COMMANDS, Ctx, Spec, Sub, arity_ok, dispatch_sub, flag, help, lookup, subcommands};
+use super::{
+    COMMANDS, Ctx, Spec, Sub, arity_ok, dispatch_sub, flag, help, lookup, sub_named, subcommands,
+};
 use crate::error::{CmdError, CmdResult};
-use crate::parse::{Args, is, is_name};
+use crate::parse::{Args, is};
 
 pub(super) static SUBS: &[Sub] = &[
     Sub {
@@ -337,8 +339,10 @@ fn keys_of(ctx: &mut Ctx<'_>, call: &Args<'_>, with_flags: bool) -> CmdResult {
     let Some((_, spec)) = lookup(call.get(0)) else {
         return Err(CmdError::err("Invalid command specified"));
     };
-    let subs = subcommands(spec.name);
-    if call.len() >= 2 && !subs.is_empty() && !subs.iter().any(|s| is_name(call.get(1), s.name)) {
+    if call.len() >= 2
+        && !subcommands(spec.name).is_empty()
+        && sub_named(spec.name, call.get(1)).is_none()
+    {
         return Err(CmdError::err("Invalid command specified"));
     }
     let specs = key_specs(spec.name);
@@ -525,9 +529,7 @@ fn resolve(name: &[u8]) -> Option<(&'static Spec, Option<&'static Sub>)> {
         return None;
     }
     let (_, spec) = lookup(base)?;
-    let sub = subcommands(spec.name)
-        .iter()
-        .find(|s| is_name(sub, s.name))?;
+    let (_, sub) = sub_named(spec.name, sub)?;
     Some((spec, Some(sub)))
 }
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::connection::Session;
 use crate::error::{CmdError, CmdResult};
 use crate::kv::{Kv, Overlay};
-use crate::parse::{Args, is_name, text};
+use crate::parse::{Args, is_name};
 use crate::reply::Reply;
 use crate::server::Shared;
 
@@ -969,9 +969,8 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     if ctx.session.multi.is_some() && spec.flags & NO_QUEUE == 0 {
         // Redis looks a container's subcommand up, and checks its arity,
         // before it queues it: a refusal fails the transaction.
-        let subs = subcommands(spec.name);
-        if !subs.is_empty()
-            && let Err((e, sub)) = find_sub(args, container_name(spec.name), subs)
+        if !subcommands(spec.name).is_empty()
+            && let Err((e, sub)) = find_sub(args, spec.name)
         {
             if let Some(at) = sub {
                 ctx.session.local.rejected(sub_bases()[i] + at);
@@ -1127,25 +1126,30 @@ fn subcommands(name: &str) -> &'static [Sub] {
     }
 }
 
-/// The subcommand of container command `container` (upper case) that
-/// argument 1 names, from `subs`, and its index there, its arity checked.
-/// A refusal comes with the subcommand's index when there is one (wrong
-/// arity), for INFO commandstats.
+/// The subcommand of container command `container` (CLIENT, COMMAND,
+/// CONFIG, by its table name) that `name` names, and its index there;
+/// every byte compared ([`is_name`]).
+fn sub_named(container: &str, name: &[u8]) -> Option<(usize, &'static Sub)> {
+    subcommands(container)
+        .iter()
+        .enumerate()
+        .find(|(_, s)| is_name(name, s.name))
+}
+
+/// The subcommand of container command `container` (by its table name)
+/// that argument 1 names, and its index in [`subcommands`], its arity
+/// checked. A refusal comes with the subcommand's index when there is
+/// one (wrong arity), for INFO commandstats.
 fn find_sub(
     args: &Args<'_>,
-    container: &'static str,
-    subs: &'static [Sub],
+    container: &str,
 ) -> Result<(usize, &'static Sub), (CmdError, Option<usize>)> {
-    let name = args.get(1);
-    let Some((at, sub)) = subs.iter().enumerate().find(|(_, s)| is_name(name, s.name)) else {
-        // As Redis's `%.128s` of it: up to a NUL, at most 128 bytes.
-        let shown = crate::request::c_str(name);
-        let sub = text(&shown[..shown.len().min(128)]);
-        return Err((CmdError::UnknownSubcommand { sub, container }, None));
+    let Some((at, sub)) = sub_named(container, args.get(1)) else {
+        let e = CmdError::unknown_subcommand(args.get(1), container_name(container));
+        return Err((e, None));
     };
     if !arity_ok(sub.arity, args.len()) {
-        let lower = container.to_ascii_lowercase();
-        let e = CmdError::WrongArity(format!("{lower}|{}", sub.name));
+        let e = CmdError::WrongArity(format!("{container}|{}", sub.name));
         return Err((e, Some(at)));
     }
     Ok((at, sub))
@@ -1163,8 +1167,7 @@ fn container_name(name: &str) -> &'static str {
 /// Runs the subcommand of container command `name` (CLIENT, COMMAND,
 /// CONFIG) named by argument 1.
 fn dispatch_sub(ctx: &mut Ctx<'_>, args: &Args<'_>, name: &str) -> CmdResult {
-    let container = container_name(name);
-    let (at, sub) = match find_sub(args, container, subcommands(name)) {
+    let (at, sub) = match find_sub(args, name) {
         Ok(found) => found,
         Err((e, at)) => {
             if let Some(at) = at {
@@ -1175,7 +1178,7 @@ fn dispatch_sub(ctx: &mut Ctx<'_>, args: &Args<'_>, name: &str) -> CmdResult {
     };
     ctx.session.ran_sub = Some((at, false));
     if ctx.tx.is_none() {
-        *ctx.session.handle.last_sub.lock() = (container, sub.name);
+        *ctx.session.handle.last_sub.lock() = (container_name(name), sub.name);
     }
     (sub.run)(ctx, args)
 }

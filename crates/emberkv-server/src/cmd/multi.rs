@@ -91,13 +91,15 @@ impl Watched {
     /// Whether every watched key is as it was at WATCH; the caller holds
     /// their stripes.
     fn intact(&self, store: &Store) -> emberkv::Result<bool> {
+        let Some(watches) = &self.watches else {
+            return Ok(true); // nothing was ever watched
+        };
         for (key, w) in &self.keys {
-            let watches = self.watches.as_ref().expect("keys are registered");
             if watches.changes(key) != w.changes {
                 return Ok(false);
             }
-            // No write touched the stripe: a key gone since has expired or
-            // was flushed.
+            // No counted write of the key since WATCH: a key gone since
+            // has expired or was flushed.
             if w.existed && !store.db().contains_key(key)? {
                 return Ok(false);
             }
