@@ -904,6 +904,10 @@ impl Db {
     /// value equals `expected` (`None`: the key is absent). Returns whether
     /// the swap happened. A swap clears any expiry.
     ///
+    /// A swap to the value the key holds, when it has no expiry to clear,
+    /// writes nothing; with `sync_writes`, it still returns only once the
+    /// key's current record is durable, as [`Db::update`].
+    ///
     /// # Errors
     /// As for [`Db::insert`].
     pub fn compare_and_swap(
@@ -914,8 +918,13 @@ impl Db {
     ) -> Result<bool> {
         self.core.check_write(key, new.unwrap_or_default())?;
         self.core.modify(key, true, |old| {
-            if old.as_ref().map(|o| o.value.as_slice()) != expected {
+            let current = old.as_ref().map(|o| o.value.as_slice());
+            if current != expected {
                 return Ok((Action::Keep, false));
+            }
+            let no_expiry = old.as_ref().is_some_and(|o| o.expires_at.is_none());
+            if new.is_some() && new == current && no_expiry {
+                return Ok((Action::Same, true));
             }
             Ok(match new {
                 Some(value) => (

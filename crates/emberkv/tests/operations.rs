@@ -108,6 +108,35 @@ fn compare_and_swap_checks_the_current_value() -> TestResult {
 }
 
 #[test]
+fn a_swap_to_the_same_value_appends_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert(b"k", b"same")?;
+    let before = db.stats()?.records_appended;
+    assert!(db.compare_and_swap(b"k", Some(b"same"), Some(b"same"))?);
+    assert_eq!(db.stats()?.records_appended, before, "nothing appended");
+    // An expiry to clear is a change: the swap writes.
+    db.insert_with_ttl(b"t", b"same", Duration::from_secs(100))?;
+    let before = db.stats()?.records_appended;
+    assert!(db.compare_and_swap(b"t", Some(b"same"), Some(b"same"))?);
+    assert_eq!(db.stats()?.records_appended, before + 1);
+    assert_eq!(db.ttl(b"t")?, Some(None), "the swap cleared the expiry");
+    db.close()?;
+    let db = open(dir.path())?;
+    assert_eq!(db.get(b"k")?.as_deref(), Some(&b"same"[..]));
+    assert_eq!(db.ttl(b"t")?, Some(None));
+    drop(db);
+
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().sync_writes(true))?;
+    db.insert(b"k", b"same")?;
+    let synced = db.stats()?.fdatasyncs;
+    assert!(db.compare_and_swap(b"k", Some(b"same"), Some(b"same"))?);
+    assert_eq!(db.stats()?.fdatasyncs, synced, "already durable: no sync");
+    Ok(())
+}
+
+#[test]
 fn batches_apply_all_and_last_write_per_key_wins() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = open(dir.path())?;
