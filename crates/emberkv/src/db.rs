@@ -1832,6 +1832,59 @@ mod tests {
             assert!(crate::check::check(dir.path()).unwrap().is_sound());
         }
     }
+
+    /// An `update` or `compare_and_swap` to the value a key holds appends
+    /// nothing, but on a `sync_writes` store it returns only once the key's
+    /// current record is durable: that record may be another write's whose
+    /// fdatasync is still to come. Here the maintenance thread's path wrote
+    /// it (that path waits for no fdatasync); the flusher's sync, once a
+    /// second, could come first, so a record it made durable is written
+    /// again under another key.
+    #[test]
+    fn a_write_of_the_value_held_waits_until_the_current_record_is_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::default()
+            .sync_writes(true)
+            .flush_interval(Duration::from_secs(1));
+        let db = Db::open(dir.path(), options).unwrap();
+        db.maintenance.lock().take().unwrap().stop();
+        let core = &db.core;
+        for swap in [false, true] {
+            let name: &[u8] = if swap { b"swapped" } else { b"updated" };
+            let (key, end) = (0u32..)
+                .map(|attempt| {
+                    let key = [name, &attempt.to_le_bytes()].concat();
+                    core.modify_as(&key, false, By::Maintenance, |_| {
+                        Ok((
+                            Action::Put {
+                                value: Cow::Borrowed(b"held"),
+                                expires_at: None,
+                            },
+                            (),
+                        ))
+                    })
+                    .unwrap();
+                    (key, core.log.tail())
+                })
+                .find(|&(_, end)| core.log.durable() < end)
+                .unwrap();
+            let appended = db.stats().unwrap().records_appended;
+            if swap {
+                assert!(
+                    db.compare_and_swap(&key, Some(b"held"), Some(b"held"))
+                        .unwrap()
+                );
+            } else {
+                let v = db.update(&key, |old| old.map(<[u8]>::to_vec)).unwrap();
+                assert_eq!(v.as_deref(), Some(&b"held"[..]));
+            }
+            assert_eq!(db.stats().unwrap().records_appended, appended, "{key:?}");
+            assert!(
+                core.log.durable() >= end,
+                "{key:?}: returned before durable"
+            );
+        }
+    }
 }
 
 #[cfg(all(test, shuttle))]
