@@ -38,7 +38,8 @@ const BOARD_REPS: u32 = 3;
 const QUICK_SECS: f64 = 2.0;
 /// Keys of the cache-resident scenario (named so for continuity with
 /// earlier results: each engine's caches are at their shipped sizes, and
-/// not all of them hold this data) and of the write-ingest scenarios.
+/// not all of them hold this data) and of the write-ingest and
+/// update-mix scenarios.
 const RESIDENT_KEYS: u64 = 100_000;
 /// Keys of the out-of-cache scenario.
 const OUT_OF_CACHE_KEYS: u64 = 300_000;
@@ -62,17 +63,19 @@ enum Command {
     /// and ycsb-c on 100,000 keys, each engine's caches at their default
     /// sizes; readrandom and readlatest
     /// on 300,000 keys with each engine's own caches bounded to 32 MiB),
-    /// write-ingest (fillseq, fillrandom, overwrite on 100,000 keys) and scaling
+    /// write-ingest (fillseq, fillrandom, overwrite on 100,000 keys),
+    /// update mixes (ycsb-a, ycsb-b, ycsb-f on 100,000 keys) and scaling
     /// (readrandom on the 100,000 keys with 1, 2 and 4 client threads besides
     /// the run's own).
     #[command(long_about = "Runs the board's pages with every engine: read-heavy \
         (readrandom and ycsb-c on 100,000 keys, each engine's caches at their default sizes; \
         readrandom and readlatest on \
         300,000 keys with each engine's own caches bounded to 32 MiB), write-ingest \
-        (fillseq, fillrandom, overwrite on 100,000 keys) and scaling (readrandom on the 100,000 keys with \
+        (fillseq, fillrandom, overwrite on 100,000 keys), update mixes (ycsb-a, ycsb-b, \
+        ycsb-f on 100,000 keys) and scaling (readrandom on the 100,000 keys with \
         1, 2 and 4 client threads besides the run's own). Each engine runs each scenario in \
         its own child process.\n\nThe full board measures 5 s per cell, 3 times; --quick measures \
-        2 s once and finishes in about 6.5 minutes on 2 cores.\n\nRocksDB is behind the \
+        2 s once and finishes in about 8 minutes on 2 cores.\n\nRocksDB is behind the \
         `rocksdb` cargo feature, since its C++ build takes many minutes: \
         `cargo run --release -p emberkv-bench --features rocksdb -- board`. Without it, \
         the board lists rocksdb as not run.")]
@@ -296,6 +299,14 @@ fn board_scenarios() -> Vec<Scenario> {
             keys: RESIDENT_KEYS,
             resident_budget: None,
             workloads: vec![Workload::FillSeq, Workload::FillRandom, Workload::Overwrite],
+            threads: None,
+        },
+        Scenario {
+            page: "update-mixes".to_owned(),
+            name: "mixed".to_owned(),
+            keys: RESIDENT_KEYS,
+            resident_budget: None,
+            workloads: vec![Workload::YcsbA, Workload::YcsbB, Workload::YcsbF],
             threads: None,
         },
     ];

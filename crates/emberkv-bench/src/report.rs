@@ -145,7 +145,7 @@ impl Harness {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     /// The page of the board it belongs to (`read-heavy`, `write-ingest`,
-    /// or `custom` for `run`).
+    /// `update-mixes`, `scaling`, or `custom` for `run`).
     pub page: String,
     /// Its name, unique in a run.
     pub name: String,
