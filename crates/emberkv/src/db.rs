@@ -922,8 +922,9 @@ impl Db {
             if current != expected {
                 return Ok((Action::Keep, false));
             }
-            let no_expiry = old.as_ref().is_some_and(|o| o.expires_at.is_none());
-            if new.is_some() && new == current && no_expiry {
+            // Present with no expiry to clear, and handed its own value.
+            let unexpiring = old.as_ref().is_some_and(|o| o.expires_at.is_none());
+            if unexpiring && new == current {
                 return Ok((Action::Same, true));
             }
             Ok(match new {
@@ -1851,23 +1852,25 @@ mod tests {
         let core = &db.core;
         for swap in [false, true] {
             let name: &[u8] = if swap { b"swapped" } else { b"updated" };
-            let (key, end) = (0u32..)
-                .map(|attempt| {
-                    let key = [name, &attempt.to_le_bytes()].concat();
-                    core.modify_as(&key, false, By::Maintenance, |_| {
-                        Ok((
-                            Action::Put {
-                                value: Cow::Borrowed(b"held"),
-                                expires_at: None,
-                            },
-                            (),
-                        ))
-                    })
-                    .unwrap();
-                    (key, core.log.tail())
+            let mut attempt = 0u32;
+            let (key, end) = loop {
+                let key = [name, &attempt.to_le_bytes()].concat();
+                core.modify_as(&key, false, By::Maintenance, |_| {
+                    Ok((
+                        Action::Put {
+                            value: Cow::Borrowed(b"held"),
+                            expires_at: None,
+                        },
+                        (),
+                    ))
                 })
-                .find(|&(_, end)| core.log.durable() < end)
                 .unwrap();
+                let end = core.log.tail();
+                if core.log.durable() < end {
+                    break (key, end);
+                }
+                attempt += 1;
+            };
             let appended = db.stats().unwrap().records_appended;
             if swap {
                 assert!(
