@@ -56,6 +56,10 @@ pub struct ClientHandle {
     pub omem: AtomicUsize,
     /// CLIENT NO-EVICT ON (shown as flag `e`; nothing is evicted here).
     pub no_evict: AtomicBool,
+    /// A key the client watches changed since its WATCH, so its EXEC will
+    /// fail (flag `d`); set by the writer ([`crate::store::Watches`]),
+    /// cleared when the client lets go of its watched keys.
+    pub dirty_cas: Arc<AtomicBool>,
     killed: AtomicBool,
     kill: Notify,
 }
@@ -198,6 +202,7 @@ impl Clients {
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
             no_evict: AtomicBool::new(false),
+            dirty_cas: Arc::new(AtomicBool::new(false)),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         });

@@ -659,11 +659,13 @@ mod tests {
         assert!(!store.db().contains_key(b"new").unwrap());
         let watched: [&[u8]; 3] = [b"ttl", b"gone", b"new"];
         let watches = store.watches();
+        let dirty = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         for key in watched {
-            assert_eq!(watches.register(key), 0);
+            assert_eq!(watches.register(key, &dirty), 0);
         }
         overlay.into_inner().commit(&store).unwrap();
         assert!(watched.iter().all(|k| watches.changes(k) == 1));
+        assert!(dirty.load(std::sync::atomic::Ordering::Relaxed));
 
         let direct = Kv::new(&store, None);
         assert_eq!(

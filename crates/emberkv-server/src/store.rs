@@ -22,7 +22,9 @@
 //! registers its keys and notes their counts; EXEC compares them with the
 //! stripes locked: a change of a watched key since WATCH always shows, and
 //! a write of another key never does (as in Redis, which keeps a table of
-//! watched keys too).
+//! watched keys too). A counted change also sets each watcher's flag `d`
+//! of CLIENT LIST (its EXEC will fail), as a flush does for the watchers
+//! of the keys it removed.
 //!
 //! # Exclusive sections and isolated reads
 //! EXEC, FLUSHDB and every multi-key write (MSET, MSETNX, DEL of several
@@ -37,7 +39,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use emberkv::{Db, MAX_KEY_BYTES, Options, WriteBatch};
@@ -82,8 +84,24 @@ struct Stripe {
 /// A watched key's watchers and changes.
 #[derive(Debug)]
 struct Watch {
-    watchers: u32,
+    /// Each watcher's flag `d` of CLIENT LIST ([`Watches::register`]).
+    watchers: Vec<Arc<AtomicBool>>,
     changes: u64,
+}
+
+impl Watch {
+    /// Counts a change: every watcher's EXEC will fail, which CLIENT LIST
+    /// shows as flag `d` (Redis's `CLIENT_DIRTY_CAS`).
+    fn changed(&mut self) {
+        self.changes += 1;
+        self.mark_watchers();
+    }
+
+    fn mark_watchers(&self) {
+        for dirty in &self.watchers {
+            dirty.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The stripes' tables of watched keys, shared with the sessions that
@@ -100,19 +118,21 @@ impl std::fmt::Debug for Watches {
 
 impl Watches {
     /// Registers one more watcher of `key` and returns the count of its
-    /// changes, which [`Watches::changes`] compares later. The caller holds
-    /// the key's stripe (no write of it is half done).
-    pub fn register(&self, key: &[u8]) -> u64 {
+    /// changes, which [`Watches::changes`] compares later. Each later change
+    /// of the key sets `dirty` (the watcher's flag `d` of CLIENT LIST) until
+    /// [`Watches::release`]. The caller holds the key's stripe (no write of
+    /// it is half done).
+    pub fn register(&self, key: &[u8], dirty: &Arc<AtomicBool>) -> u64 {
         let stripe = &self.0[stripe_of(key)];
         let mut watched = stripe.watched.lock();
         let watch = watched.entry(key.to_vec()).or_insert_with(|| {
             stripe.watched_keys.fetch_add(1, Ordering::Relaxed);
             Watch {
-                watchers: 0,
+                watchers: Vec::new(),
                 changes: 0,
             }
         });
-        watch.watchers += 1;
+        watch.watchers.push(Arc::clone(dirty));
         watch.changes
     }
 
@@ -127,14 +147,16 @@ impl Watches {
             .map_or(u64::MAX, |w| w.changes)
     }
 
-    /// Gives back one registration of `key`; the key leaves the table with
-    /// its last watcher.
-    pub fn release(&self, key: &[u8]) {
+    /// Gives back the registration of `key` made with `dirty`; the key
+    /// leaves the table with its last watcher.
+    pub fn release(&self, key: &[u8], dirty: &Arc<AtomicBool>) {
         let stripe = &self.0[stripe_of(key)];
         let mut watched = stripe.watched.lock();
         if let Some(watch) = watched.get_mut(key) {
-            watch.watchers -= 1;
-            if watch.watchers == 0 {
+            if let Some(at) = watch.watchers.iter().position(|w| Arc::ptr_eq(w, dirty)) {
+                watch.watchers.swap_remove(at);
+            }
+            if watch.watchers.is_empty() {
                 watched.remove(key);
                 stripe.watched_keys.fetch_sub(1, Ordering::Relaxed);
             }
@@ -331,7 +353,7 @@ impl Store {
         if stripe.watched_keys.load(Ordering::Relaxed) != 0
             && let Some(watch) = stripe.watched.lock().get_mut(key)
         {
-            watch.changes += 1;
+            watch.changed();
         }
     }
 
@@ -479,12 +501,33 @@ impl Store {
     /// Removes every key, expired ones included, and returns how many were
     /// live: [`Db::clear`], which clears the engine's index shard by shard.
     /// The caller holds every stripe (an [`Exclusive`] section), so no
-    /// command sees it half done.
+    /// command sees it half done. The watchers of each watched key that
+    /// existed and is gone after get their flag `d`, as Redis 7's
+    /// `touchAllWatchedKeysInDb` sets it (their EXEC fails: see
+    /// `cmd::multi`).
     ///
     /// # Errors
     /// As for [`Db::clear`].
     pub fn flush(&self) -> emberkv::Result<u64> {
-        self.db.clear()
+        let mut existed = Vec::new();
+        for stripe in self.stripes.iter() {
+            if stripe.watched_keys.load(Ordering::Relaxed) != 0 {
+                for key in stripe.watched.lock().keys() {
+                    if self.db.contains_key(key)? {
+                        existed.push(key.clone());
+                    }
+                }
+            }
+        }
+        let cleared = self.db.clear();
+        for key in existed {
+            if !self.db.contains_key(&key)?
+                && let Some(watch) = self.stripes[stripe_of(&key)].watched.lock().get(&key)
+            {
+                watch.mark_watchers();
+            }
+        }
+        cleared
     }
 
     /// Every live key, each once.
@@ -620,6 +663,37 @@ mod tests {
         store.close().unwrap();
     }
 
+    /// Flag `d` of CLIENT LIST: set for each watcher of a key a write
+    /// changed, or that a flush removed, and for no one else; a released
+    /// registration hears of no change.
+    #[test]
+    fn a_change_or_a_flush_marks_the_watchers_of_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 64 << 20).unwrap();
+        let watches = store.watches();
+        let [a, b, c] = [(); 3].map(|()| Arc::new(AtomicBool::new(false)));
+        let marked = |d: &Arc<AtomicBool>| d.swap(false, Ordering::Relaxed);
+        watches.register(b"k", &a);
+        watches.register(b"k", &b);
+        watches.register(b"other", &c);
+        store.put(b"unwatched", b"v", Expiry::Never).unwrap();
+        assert!(!marked(&a) && !marked(&b) && !marked(&c));
+        store.put(b"k", b"v", Expiry::Never).unwrap();
+        assert!(marked(&a) && marked(&b) && !marked(&c));
+
+        watches.release(b"k", &a);
+        store.put(b"k", b"w", Expiry::Never).unwrap();
+        assert!(!marked(&a) && marked(&b));
+
+        // A flush marks the watchers of the keys it removed: "other" did
+        // not exist, so its EXEC would still run.
+        store.flush().unwrap();
+        assert!(marked(&b) && !marked(&c));
+        watches.release(b"k", &b);
+        watches.release(b"other", &c);
+        assert_eq!(watches.changes(b"k"), u64::MAX, "the key left the table");
+    }
+
     #[test]
     fn lock_all_dedups_stripes() {
         let dir = tempfile::tempdir().unwrap();
@@ -634,7 +708,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), 64 << 20).unwrap();
         let watches = store.watches();
-        assert_eq!(watches.register(b"k"), 0);
+        let (first, second) = (Arc::default(), Arc::default());
+        assert_eq!(watches.register(b"k", &first), 0);
         let mut last = 0;
         let mut changed = |store: &Store| {
             let now = store.watches().changes(b"k");
@@ -676,11 +751,15 @@ mod tests {
         store.put(&neighbour, b"v", Expiry::Never).unwrap();
         assert!(!changed(&store), "a write of another key of the stripe");
         // The key leaves the table with its last watcher.
-        assert_eq!(watches.register(b"k"), 6, "six changes counted above");
-        watches.release(b"k");
-        watches.release(b"k");
+        assert_eq!(
+            watches.register(b"k", &second),
+            6,
+            "six changes counted above"
+        );
+        watches.release(b"k", &first);
+        watches.release(b"k", &second);
         assert_eq!(store.stripes[stripe_of(b"k")].watched.lock().len(), 0);
-        assert_eq!(watches.register(b"k"), 0);
+        assert_eq!(watches.register(b"k", &first), 0);
     }
 
     #[test]

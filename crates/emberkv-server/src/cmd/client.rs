@@ -209,6 +209,9 @@ pub(super) fn describe(c: &ClientHandle) -> String {
     if multi >= 0 {
         flags.push('x');
     }
+    if c.dirty_cas.load(Ordering::Relaxed) {
+        flags.push('d');
+    }
     if c.transport == Transport::Unix {
         flags.push('U');
     }

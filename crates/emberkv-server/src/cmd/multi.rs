@@ -24,7 +24,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{COMMANDS, Ctx, Spec, flag};
 use crate::error::{CmdError, CmdResult};
@@ -73,16 +74,22 @@ struct Watch {
 #[derive(Debug, Default)]
 pub struct Watched {
     keys: HashMap<Vec<u8>, Watch>,
-    /// Where the keys are registered; `None` before the first WATCH.
-    watches: Option<Watches>,
+    /// Where the keys are registered, and the client's flag `d` they were
+    /// registered with (its `ClientHandle::dirty_cas`); `None` before the
+    /// first WATCH.
+    watches: Option<(Watches, Arc<AtomicBool>)>,
 }
 
 impl Drop for Watched {
+    /// Releases the keys, then clears the flag `d`: no change counted
+    /// after that reaches this client (as Redis clears `CLIENT_DIRTY_CAS`
+    /// at UNWATCH, EXEC and DISCARD).
     fn drop(&mut self) {
-        if let Some(watches) = &self.watches {
+        if let Some((watches, dirty)) = &self.watches {
             for key in self.keys.keys() {
-                watches.release(key);
+                watches.release(key, dirty);
             }
+            dirty.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -91,7 +98,7 @@ impl Watched {
     /// Whether every watched key is as it was at WATCH; the caller holds
     /// their stripes.
     fn intact(&self, store: &Store) -> emberkv::Result<bool> {
-        let Some(watches) = &self.watches else {
+        let Some((watches, _)) = &self.watches else {
             return Ok(true); // nothing was ever watched
         };
         for (key, w) in &self.keys {
@@ -276,10 +283,10 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let _lock = store.lock(key);
         let existed = store.db().contains_key(key)?;
         let watched = &mut ctx.session.watched;
-        let changes = watched
+        let (watches, dirty) = watched
             .watches
-            .get_or_insert_with(|| store.watches())
-            .register(key);
+            .get_or_insert_with(|| (store.watches(), Arc::clone(&ctx.session.handle.dirty_cas)));
+        let changes = watches.register(key, dirty);
         let watch = Watch {
             stripe,
             changes,

@@ -148,6 +148,48 @@ fn queued_commands_run_at_exec_with_redis_replies() {
         "{list}"
     );
 
+    // Flag d: a key the client watches changed since its WATCH, so its
+    // EXEC will fail; shown until EXEC, DISCARD or UNWATCH lets go of the
+    // keys (Redis's CLIENT_DIRTY_CAS).
+    let id = as_int(&r.q("CLIENT ID"));
+    let flags_of_r = |other: &mut Raw<TcpStream>| {
+        let list = String::from_utf8(as_bytes(&other.q("CLIENT LIST"))).unwrap();
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("id={id} ")))
+            .unwrap_or_else(|| panic!("client {id} in {list}"))
+            .to_owned();
+        let flags = line.split(' ').find_map(|f| f.strip_prefix("flags="));
+        flags.expect("a flags field").to_owned()
+    };
+    for leave in ["EXEC", "DISCARD", "UNWATCH"] {
+        assert_eq!(r.q("WATCH w unchanged"), ok());
+        assert_eq!(flags_of_r(&mut other), "N");
+        assert_eq!(other.q("SET unwatched 1"), ok());
+        assert_eq!(flags_of_r(&mut other), "N", "a write of a key not watched");
+        assert_eq!(other.q("SET w 1"), ok());
+        assert_eq!(flags_of_r(&mut other), "d");
+        if leave != "UNWATCH" {
+            assert_eq!(r.q("MULTI"), ok());
+            assert_eq!(flags_of_r(&mut other), "xd");
+        }
+        let reply = r.q(leave);
+        assert_eq!(flags_of_r(&mut other), "N", "after {leave}");
+        if leave == "EXEC" {
+            assert_eq!(reply, Frame::Null, "EXEC of a dirty transaction");
+        }
+    }
+    // A flush marks the watchers of the keys it removed only.
+    assert_eq!(r.q("WATCH missing"), ok());
+    assert_eq!(other.q("FLUSHDB"), ok());
+    assert_eq!(flags_of_r(&mut other), "N", "the watched key did not exist");
+    assert_eq!(other.q("SET w 1"), ok());
+    assert_eq!(r.q("WATCH w"), ok());
+    assert_eq!(flags_of_r(&mut other), "N");
+    assert_eq!(other.q("FLUSHDB"), ok());
+    assert_eq!(flags_of_r(&mut other), "d");
+    assert_eq!(r.q("UNWATCH"), ok());
+
     // QUIT inside MULTI closes at once.
     assert_eq!(r.q("MULTI"), ok());
     assert_eq!(r.q("SET q 1"), queued());
