@@ -84,8 +84,9 @@ struct Stripe {
 /// A watched key's watchers and changes.
 #[derive(Debug)]
 struct Watch {
-    /// Each watcher's flag `d` of CLIENT LIST ([`Watches::register`]).
-    watchers: Vec<Arc<AtomicBool>>,
+    /// Each watcher's flag `d` of CLIENT LIST ([`Watches::register`]), and
+    /// whether the key existed at its WATCH.
+    watchers: Vec<(Arc<AtomicBool>, bool)>,
     changes: u64,
 }
 
@@ -98,8 +99,19 @@ impl Watch {
     }
 
     fn mark_watchers(&self) {
-        for dirty in &self.watchers {
+        for (dirty, _) in &self.watchers {
             dirty.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the watchers for which the key existed at WATCH: it is gone
+    /// (expired or flushed) without a counted change, which fails their
+    /// EXEC all the same.
+    fn mark_watchers_it_existed_for(&self) {
+        for (dirty, existed) in &self.watchers {
+            if *existed {
+                dirty.store(true, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -120,9 +132,11 @@ impl Watches {
     /// Registers one more watcher of `key` and returns the count of its
     /// changes, which [`Watches::changes`] compares later. Each later change
     /// of the key sets `dirty` (the watcher's flag `d` of CLIENT LIST) until
-    /// [`Watches::release`]. The caller holds the key's stripe (no write of
-    /// it is half done).
-    pub fn register(&self, key: &[u8], dirty: &Arc<AtomicBool>) -> u64 {
+    /// [`Watches::release`], and so does its removal by a flush or an expiry
+    /// when it `existed` at WATCH ([`Store::flush`],
+    /// [`Store::mark_expired_watches`]). The caller holds the key's stripe
+    /// (no write of it is half done).
+    pub fn register(&self, key: &[u8], dirty: &Arc<AtomicBool>, existed: bool) -> u64 {
         let stripe = &self.0[stripe_of(key)];
         let mut watched = stripe.watched.lock();
         let watch = watched.entry(key.to_vec()).or_insert_with(|| {
@@ -132,7 +146,7 @@ impl Watches {
                 changes: 0,
             }
         });
-        watch.watchers.push(Arc::clone(dirty));
+        watch.watchers.push((Arc::clone(dirty), existed));
         watch.changes
     }
 
@@ -153,7 +167,11 @@ impl Watches {
         let stripe = &self.0[stripe_of(key)];
         let mut watched = stripe.watched.lock();
         if let Some(watch) = watched.get_mut(key) {
-            if let Some(at) = watch.watchers.iter().position(|w| Arc::ptr_eq(w, dirty)) {
+            if let Some(at) = watch
+                .watchers
+                .iter()
+                .position(|(w, _)| Arc::ptr_eq(w, dirty))
+            {
                 watch.watchers.swap_remove(at);
             }
             if watch.watchers.is_empty() {
@@ -501,10 +519,9 @@ impl Store {
     /// Removes every key, expired ones included, and returns how many were
     /// live: [`Db::clear`], which clears the engine's index shard by shard.
     /// The caller holds every stripe (an [`Exclusive`] section), so no
-    /// command sees it half done. The watchers of each watched key that
-    /// existed and is gone after get their flag `d`, as Redis 7's
-    /// `touchAllWatchedKeysInDb` sets it (their EXEC fails: see
-    /// `cmd::multi`).
+    /// command sees it half done. The watchers of each watched key it
+    /// removed get their flag `d`, as Redis 7's `touchAllWatchedKeysInDb`
+    /// sets it (their EXEC fails: see `cmd::multi`).
     ///
     /// # Errors
     /// As for [`Db::clear`].
@@ -528,6 +545,31 @@ impl Store {
             }
         }
         cleared
+    }
+
+    /// Sets flag `d` for the watchers of each watched key that existed at
+    /// their WATCH and is gone now (it expired; any other removal counted
+    /// a change), as redis-server sets it when it deletes an expired key.
+    /// Called before CLIENT LIST and CLIENT INFO describe clients; reads
+    /// each watched key's presence once (lock-free, so a key expiring
+    /// meanwhile may show at the next call).
+    ///
+    /// # Errors
+    /// As for [`Db::contains_key`].
+    pub fn mark_expired_watches(&self) -> emberkv::Result<()> {
+        for stripe in self.stripes.iter() {
+            if stripe.watched_keys.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            for (key, watch) in stripe.watched.lock().iter() {
+                if watch.watchers.iter().any(|&(_, existed)| existed)
+                    && !self.db.contains_key(key)?
+                {
+                    watch.mark_watchers_it_existed_for();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every live key, each once.
@@ -673,9 +715,9 @@ mod tests {
         let watches = store.watches();
         let [a, b, c] = [(); 3].map(|()| Arc::new(AtomicBool::new(false)));
         let marked = |d: &Arc<AtomicBool>| d.swap(false, Ordering::Relaxed);
-        watches.register(b"k", &a);
-        watches.register(b"k", &b);
-        watches.register(b"other", &c);
+        watches.register(b"k", &a, false);
+        watches.register(b"k", &b, false);
+        watches.register(b"other", &c, false);
         store.put(b"unwatched", b"v", Expiry::Never).unwrap();
         assert!(!marked(&a) && !marked(&b) && !marked(&c));
         store.put(b"k", b"v", Expiry::Never).unwrap();
@@ -692,6 +734,19 @@ mod tests {
         watches.release(b"k", &b);
         watches.release(b"other", &c);
         assert_eq!(watches.changes(b"k"), u64::MAX, "the key left the table");
+
+        // An expiry marks the watchers for which the key existed, once
+        // CLIENT LIST asks.
+        store.put(b"e", b"v", Expiry::AtMs(now_ms() + 50)).unwrap();
+        watches.register(b"e", &a, true);
+        watches.register(b"e", &b, false);
+        store.mark_expired_watches().unwrap();
+        assert!(!marked(&a) && !marked(&b), "not expired yet");
+        while store.db().contains_key(b"e").unwrap() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        store.mark_expired_watches().unwrap();
+        assert!(marked(&a) && !marked(&b));
     }
 
     #[test]
@@ -709,7 +764,7 @@ mod tests {
         let store = Store::open(dir.path(), 64 << 20).unwrap();
         let watches = store.watches();
         let (first, second) = (Arc::default(), Arc::default());
-        assert_eq!(watches.register(b"k", &first), 0);
+        assert_eq!(watches.register(b"k", &first, false), 0);
         let mut last = 0;
         let mut changed = |store: &Store| {
             let now = store.watches().changes(b"k");
@@ -752,14 +807,14 @@ mod tests {
         assert!(!changed(&store), "a write of another key of the stripe");
         // The key leaves the table with its last watcher.
         assert_eq!(
-            watches.register(b"k", &second),
+            watches.register(b"k", &second, true),
             6,
             "six changes counted above"
         );
         watches.release(b"k", &first);
         watches.release(b"k", &second);
         assert_eq!(store.stripes[stripe_of(b"k")].watched.lock().len(), 0);
-        assert_eq!(watches.register(b"k", &first), 0);
+        assert_eq!(watches.register(b"k", &first, false), 0);
     }
 
     #[test]

@@ -286,7 +286,7 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let (watches, dirty) = watched
             .watches
             .get_or_insert_with(|| (store.watches(), Arc::clone(&ctx.session.handle.dirty_cas)));
-        let changes = watches.register(key, dirty);
+        let changes = watches.register(key, dirty, existed);
         let watch = Watch {
             stripe,
             changes,

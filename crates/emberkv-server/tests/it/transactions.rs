@@ -189,6 +189,14 @@ fn queued_commands_run_at_exec_with_redis_replies() {
     assert_eq!(other.q("FLUSHDB"), ok());
     assert_eq!(flags_of_r(&mut other), "d");
     assert_eq!(r.q("UNWATCH"), ok());
+    // So does an expiry, as redis-server 7.0's deletion of the key.
+    assert_eq!(other.q("SET e 1 PX 100"), ok());
+    assert_eq!(r.q("WATCH e"), ok());
+    while other.q("EXISTS e") == int(1) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(flags_of_r(&mut other), "d");
+    assert_eq!(r.q("UNWATCH"), ok());
 
     // QUIT inside MULTI closes at once.
     assert_eq!(r.q("MULTI"), ok());
