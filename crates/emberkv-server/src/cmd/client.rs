@@ -242,7 +242,7 @@ pub(super) fn describe(c: &ClientHandle) -> String {
 }
 
 fn info(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
-    ctx.shared.store.mark_expired_watches()?;
+    ctx.shared.store.mark_expired_watches();
     let line = describe(&ctx.session.handle);
     ctx.out.verbatim(line.as_bytes());
     Ok(())
@@ -283,7 +283,7 @@ fn list(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    ctx.shared.store.mark_expired_watches()?;
+    ctx.shared.store.mark_expired_watches();
     let mut text = String::new();
     for c in ctx.shared.clients.list() {
         if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
