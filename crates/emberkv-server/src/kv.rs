@@ -661,7 +661,7 @@ mod tests {
         let watches = store.watches();
         let dirty = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         for key in watched {
-            assert_eq!(watches.register(key, &dirty, false), 0);
+            assert_eq!(watches.register(key, &dirty, None), 0);
         }
         overlay.into_inner().commit(&store).unwrap();
         assert!(watched.iter().all(|k| watches.changes(k) == 1));

@@ -32,7 +32,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::kv::Overlay;
 use crate::parse::Args;
 use crate::reply::Reply;
-use crate::store::{Store, Watches, stripe_of};
+use crate::store::{Store, Watches, stripe_of, unix_ms};
 
 /// The commands queued since MULTI.
 #[derive(Debug, Default)]
@@ -228,7 +228,12 @@ pub(super) fn exec(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
         let watched_stripes = watched.keys.values().map(|w| w.stripe);
         store.exclusive(multi.stripes.iter().copied().chain(watched_stripes))
     };
-    if !watched.intact(store)? {
+    let intact = watched.intact(store)?;
+    // Let go of the keys while they are locked, as Redis unwatches before
+    // it runs the commands: the transaction's own writes, or another
+    // client's just after it, must not show this client as flag `d`.
+    drop(watched);
+    if !intact {
         drop(section);
         ctx.out.null_array();
         return Ok(());
@@ -281,12 +286,13 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let stripe = stripe_of(key);
         // Under the stripe, no write of the key is half done.
         let _lock = store.lock(key);
-        let existed = store.db().contains_key(key)?;
+        let at_watch = store.db().expiry(key)?.map(|at| at.map(unix_ms));
+        let existed = at_watch.is_some();
         let watched = &mut ctx.session.watched;
         let (watches, dirty) = watched
             .watches
             .get_or_insert_with(|| (store.watches(), Arc::clone(&ctx.session.handle.dirty_cas)));
-        let changes = watches.register(key, dirty, existed);
+        let changes = watches.register(key, dirty, at_watch);
         let watch = Watch {
             stripe,
             changes,
