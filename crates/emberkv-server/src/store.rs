@@ -147,7 +147,8 @@ impl Watches {
     /// if any. Each later change of the key sets `dirty` (the watcher's
     /// flag `d` of CLIENT LIST) until [`Watches::release`], and so does its
     /// removal by a flush ([`Store::flush`]) or its expiry
-    /// ([`Store::mark_expired_watches`]) when it existed now. The caller
+    /// ([`Store::mark_expired_watches`]) when it was present at this
+    /// call. The caller
     /// holds the key's stripe (no write of it is half done), and registers
     /// a key once per flag.
     pub fn register(
@@ -561,7 +562,7 @@ impl Store {
         let cleared = self.db.clear();
         for key in existed {
             if !self.db.contains_key(&key).unwrap_or(true)
-                && let Some(watch) = self.stripes[stripe_of(&key)].watched.lock().get_mut(&key)
+                && let Some(watch) = self.stripes[stripe_of(&key)].watched.lock().get(&key)
             {
                 for w in watch.watchers.values().filter(|w| w.existed) {
                     w.dirty.store(true, Ordering::Relaxed);
