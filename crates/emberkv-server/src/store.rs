@@ -102,8 +102,6 @@ struct Watch {
 struct Watcher {
     /// The client's flag `d` (`ClientHandle::dirty_cas`).
     dirty: Arc<AtomicBool>,
-    /// Whether the key existed at WATCH.
-    existed: bool,
     /// When the key was to expire, as of WATCH (Unix ms; `None` when it
     /// had no expiry or did not exist). Until a counted change, which
     /// marks the watcher anyway, that is when it expires.
@@ -142,21 +140,14 @@ impl std::fmt::Debug for Watches {
 
 impl Watches {
     /// Registers one more watcher of `key` and returns the count of its
-    /// changes, which [`Watches::changes`] compares later. `at_watch` is
-    /// the key's state now: `None` when absent, else its expiry (Unix ms),
-    /// if any. Each later change of the key sets `dirty` (the watcher's
-    /// flag `d` of CLIENT LIST) until [`Watches::release`], and so does its
-    /// removal by a flush ([`Store::flush`]) or its expiry
-    /// ([`Store::mark_expired_watches`]) when it was present at this
-    /// call. The caller
-    /// holds the key's stripe (no write of it is half done), and registers
-    /// a key once per flag.
-    pub fn register(
-        &self,
-        key: &[u8],
-        dirty: &Arc<AtomicBool>,
-        at_watch: Option<Option<i64>>,
-    ) -> u64 {
+    /// changes, which [`Watches::changes`] compares later. Each later
+    /// change of the key sets `dirty` (the watcher's flag `d` of CLIENT
+    /// LIST) until [`Watches::release`], and so does its removal by a flush
+    /// ([`Store::flush`]), or its expiry at `expires_at` (Unix ms: the
+    /// expiry of the key, if it is present now and has one; see
+    /// [`Store::mark_expired_watches`]). The caller holds the key's stripe
+    /// (no write of it is half done), and registers a key once per flag.
+    pub fn register(&self, key: &[u8], dirty: &Arc<AtomicBool>, expires_at: Option<i64>) -> u64 {
         let stripe = &self.0[stripe_of(key)];
         let mut watched = stripe.watched.lock();
         let watch = watched.entry(key.to_vec()).or_insert_with(|| {
@@ -169,8 +160,7 @@ impl Watches {
         });
         let watcher = Watcher {
             dirty: Arc::clone(dirty),
-            existed: at_watch.is_some(),
-            expires_at: at_watch.flatten(),
+            expires_at,
         };
         watch.watchers.insert(Arc::as_ptr(dirty) as usize, watcher);
         watch.all_marked = false;
@@ -542,7 +532,9 @@ impl Store {
     /// The caller holds every stripe (an [`Exclusive`] section), so no
     /// command sees it half done. The watchers of each watched key it
     /// removed get their flag `d`, as Redis 7's `touchAllWatchedKeysInDb`
-    /// sets it (their EXEC fails: see `cmd::multi`).
+    /// sets it (their EXEC fails: see `cmd::multi`). That is every watcher
+    /// of such a key: one that found it absent at WATCH was marked by the
+    /// write that created it since.
     ///
     /// # Errors
     /// As for [`Db::clear`].
@@ -562,11 +554,9 @@ impl Store {
         let cleared = self.db.clear();
         for key in existed {
             if !self.db.contains_key(&key).unwrap_or(true)
-                && let Some(watch) = self.stripes[stripe_of(&key)].watched.lock().get(&key)
+                && let Some(watch) = self.stripes[stripe_of(&key)].watched.lock().get_mut(&key)
             {
-                for w in watch.watchers.values().filter(|w| w.existed) {
-                    w.dirty.store(true, Ordering::Relaxed);
-                }
+                watch.mark_watchers();
             }
         }
         cleared
@@ -754,8 +744,8 @@ mod tests {
         // A watcher registered after the others were marked is marked by
         // the next change too.
         let [late, released, _] = flags();
-        watches.register(b"k", &late, Some(None));
-        watches.register(b"k", &released, Some(None));
+        watches.register(b"k", &late, None);
+        watches.register(b"k", &released, None);
         watches.release(b"k", &released);
         store.put(b"k", b"w", Expiry::Never).unwrap();
         assert!(marked(&late) && !marked(&released));
@@ -768,19 +758,19 @@ mod tests {
         // A flush marks the watchers of the keys it removed: "other" did
         // not exist, so its watcher's EXEC would still run.
         let [a, c, _] = flags();
-        watches.register(b"k", &a, Some(None));
+        watches.register(b"k", &a, None);
         watches.register(b"other", &c, None);
         store.flush().unwrap();
         assert!(marked(&a) && !marked(&c));
         watches.release(b"k", &a);
         watches.release(b"other", &c);
 
-        // An expiry marks the watchers for which the key existed with that
-        // expiry, once CLIENT LIST asks.
+        // An expiry marks the watchers that noted it at WATCH, once CLIENT
+        // LIST asks.
         let at = now_ms() + 50;
         store.put(b"e", b"v", Expiry::AtMs(at)).unwrap();
         let [a, b, _] = flags();
-        watches.register(b"e", &a, Some(Some(at)));
+        watches.register(b"e", &a, Some(at));
         watches.register(b"e", &b, None);
         store.mark_expired_watches();
         assert!(!marked(&a) && !marked(&b), "not expired yet");
@@ -849,7 +839,7 @@ mod tests {
         assert!(!changed(&store), "a write of another key of the stripe");
         // The key leaves the table with its last watcher.
         assert_eq!(
-            watches.register(b"k", &second, Some(None)),
+            watches.register(b"k", &second, None),
             6,
             "six changes counted above"
         );

@@ -286,13 +286,14 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         let stripe = stripe_of(key);
         // Under the stripe, no write of the key is half done.
         let _lock = store.lock(key);
-        let at_watch = store.db().expiry(key)?.map(|at| at.map(unix_ms));
+        let at_watch = store.db().expiry(key)?;
         let existed = at_watch.is_some();
+        let expires_at = at_watch.flatten().map(unix_ms);
         let watched = &mut ctx.session.watched;
         let (watches, dirty) = watched
             .watches
             .get_or_insert_with(|| (store.watches(), Arc::clone(&ctx.session.handle.dirty_cas)));
-        let changes = watches.register(key, dirty, at_watch);
+        let changes = watches.register(key, dirty, expires_at);
         let watch = Watch {
             stripe,
             changes,
