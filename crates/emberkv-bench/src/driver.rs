@@ -122,6 +122,20 @@ pub enum Outcome {
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
+/// Client threads wait while the others are still being started, so that
+/// no operation runs before the clock starts.
+const READY: u8 = 3;
+
+/// Stops the client threads when dropped, so that a coordinator that
+/// fails (a panic, or a thread that could not be started) never leaves
+/// them running while the scope waits for them.
+struct StopOnDrop<'a>(&'a AtomicU8);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(STOP, Ordering::Relaxed);
+    }
+}
 
 /// Opens a store in the given (existing, empty or previously used)
 /// directory.
@@ -412,7 +426,7 @@ impl<'a> Bench<'a> {
                 Stop::Ops(n) => Some(n / threads as u64 + u64::from(t < n % threads as u64)),
             })
             .collect();
-        let phase = AtomicU8::new(if warmup { WARMUP } else { MEASURE });
+        let phase = AtomicU8::new(READY);
         let counted = AtomicU64::new(0);
         let (done_tx, done_rx) = mpsc::channel();
         let bar = match stop {
@@ -421,6 +435,7 @@ impl<'a> Bench<'a> {
         };
         let this = &*self;
         let (outs, elapsed, syncs) = thread::scope(|s| {
+            let stop_clients = StopOnDrop(&phase);
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (spec, phase, counted, done_tx) =
@@ -439,6 +454,7 @@ impl<'a> Bench<'a> {
                 .collect();
             let mut running = threads;
             let mut start = Instant::now();
+            phase.store(if warmup { WARMUP } else { MEASURE }, Ordering::Relaxed);
             if warmup {
                 wait(&done_rx, start + self.cfg.warmup, &mut running, &mut || {});
                 counted.store(0, Ordering::Relaxed);
@@ -459,7 +475,7 @@ impl<'a> Bench<'a> {
                 }
                 bar.set_message(format!("{:.0} ops/s", n as f64 / secs));
             });
-            phase.store(STOP, Ordering::Relaxed);
+            drop(stop_clients);
             let elapsed = start.elapsed();
             let syncs = syncs_before
                 .zip(this.engine().syncs())
@@ -562,6 +578,10 @@ impl<'a> Bench<'a> {
             let p = phase.load(Ordering::Relaxed);
             if p == STOP || (p == MEASURE && limit.is_some_and(|l| out.ops >= l)) {
                 break;
+            }
+            if p == READY {
+                thread::yield_now();
+                continue;
             }
             let Some(op) = stream.next() else {
                 break;

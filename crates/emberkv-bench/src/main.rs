@@ -11,7 +11,7 @@ mod worker;
 mod workload;
 
 use std::fs;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -23,7 +23,8 @@ use crate::driver::{Config, Stop};
 use crate::engine::Durability;
 use crate::engines::{Availability, Spec};
 use crate::report::{
-    BOARD_MD, EngineInfo, Environment, Harness, Missing, Report, SCALING_PAGE, Scenario,
+    BOARD_MD, EngineInfo, Environment, Harness, Missing, RESULTS_JSON, Report, SCALING_PAGE,
+    Scenario,
 };
 use crate::worker::Job;
 use crate::workload::{MIN_VALUE_BYTES, Workload};
@@ -98,8 +99,8 @@ enum Command {
         /// Workloads to run, comma-separated [default: every workload].
         #[arg(long, value_delimiter = ',')]
         workloads: Option<Vec<String>>,
-        /// Number of keys loaded (or filled).
-        #[arg(long, default_value_t = RESIDENT_KEYS, value_parser = clap::value_parser!(u64).range(1..))]
+        /// Number of keys loaded (or filled), at most one billion.
+        #[arg(long, default_value_t = RESIDENT_KEYS, value_parser = clap::value_parser!(u64).range(1..=MAX_KEYS))]
         keys: u64,
         /// Out-of-cache mode: bound each engine's own caches to this many
         /// bytes (each adapter states what it set).
@@ -130,7 +131,7 @@ struct Common {
     /// Client threads per cell.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     threads: u16,
-    /// Measured window per cell, in seconds [board: 5; run: 2].
+    /// Measured window per cell, in seconds, from 0.001 to 86,400 [board: 5; run: 2].
     #[arg(long, conflicts_with = "ops")]
     duration: Option<f64>,
     /// Measure a fixed number of operations per cell instead of a window.
@@ -139,7 +140,7 @@ struct Common {
     /// Measured repetitions per cell; the median is reported [board: 3; run: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     reps: Option<u32>,
-    /// Value size, in bytes (at least 16).
+    /// Value size, in bytes (16 to 1 GiB).
     #[arg(long, default_value_t = 1024)]
     value_size: usize,
     /// Share of each value that is a repeated pattern, from 0 to 1.
@@ -150,7 +151,7 @@ struct Common {
     seed: u64,
     /// Seconds a store sits idle after an overwrite cell before its space
     /// amplification is measured again, at rest (after background
-    /// compaction); 0 measures it right away. Workloads after overwrite in
+    /// compaction), at most 86,400; 0 measures it right away. Workloads after overwrite in
     /// the same run start on that settled store.
     #[arg(long, default_value_t = 5.0)]
     settle: f64,
@@ -168,23 +169,38 @@ struct Common {
     quiet: bool,
 }
 
+/// Most keys a run may ask for (`--keys`): one billion (the key orders
+/// alone take 8 bytes per key per workload).
+const MAX_KEYS: u64 = 1_000_000_000;
+
+/// Largest `--value-size`, in bytes: 1 GiB.
+const MAX_VALUE_SIZE: usize = 1 << 30;
+
+/// Longest `--duration` and `--settle`, in seconds: one day.
+const MAX_SECS: f64 = 86_400.0;
+
+/// Shortest `--duration`, in seconds: 1 ms.
+const MIN_WINDOW_SECS: f64 = 0.001;
+
 impl Common {
     fn config(&self, default_secs: f64, default_reps: u32) -> Result<Config> {
-        if self.value_size < MIN_VALUE_BYTES {
-            bail!("--value-size must be at least {MIN_VALUE_BYTES} bytes");
+        if !(MIN_VALUE_BYTES..=MAX_VALUE_SIZE).contains(&self.value_size) {
+            bail!("--value-size must be between {MIN_VALUE_BYTES} and {MAX_VALUE_SIZE} bytes");
         }
         if !(0.0..=1.0).contains(&self.compressibility) {
             bail!("--compressibility must be between 0 and 1");
         }
-        if !(self.settle.is_finite() && self.settle >= 0.0) {
-            bail!("--settle must be a number of seconds, 0 or more");
+        if !(0.0..=MAX_SECS).contains(&self.settle) {
+            bail!("--settle must be a number of seconds from 0 to {MAX_SECS}");
         }
         let stop = match (self.ops, self.duration) {
             (Some(n), _) => Stop::Ops(n),
             (None, secs) => {
                 let secs = secs.unwrap_or(default_secs);
-                if !(secs.is_finite() && secs > 0.0) {
-                    bail!("--duration must be a positive number of seconds");
+                if !(MIN_WINDOW_SECS..=MAX_SECS).contains(&secs) {
+                    bail!(
+                        "--duration must be a number of seconds from {MIN_WINDOW_SECS} to {MAX_SECS}"
+                    );
                 }
                 Stop::Duration(Duration::from_secs_f64(secs))
             }
@@ -266,10 +282,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             render(&report, &dir)
         }
-        Command::Compare { a, b } => {
-            print!("{}", Report::load(&a)?.compare(&Report::load(&b)?));
-            Ok(())
-        }
+        Command::Compare { a, b } => print_out(&Report::load(&a)?.compare(&Report::load(&b)?)),
         Command::Worker => worker::serve(),
     }
 }
@@ -350,6 +363,7 @@ fn select_engines(names: Option<Vec<String>>) -> Result<Vec<Spec>> {
 /// process, then writes and prints the results.
 fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common) -> Result<()> {
     let out = &common.out;
+    check_outputs(out)?;
     let stores = out.join("stores");
     fs::create_dir_all(&stores).with_context(|| format!("creating {}", stores.display()))?;
     let mut report = Report {
@@ -411,6 +425,29 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
     render(&report, out)
 }
 
+/// Fails before anything is measured when the run's outputs in `out`
+/// could not be written at its end: `results.json` or `board.md` a
+/// directory, `charts` not one.
+fn check_outputs(out: &Path) -> Result<()> {
+    for name in [RESULTS_JSON, BOARD_MD] {
+        let path = out.join(name);
+        if path.is_dir() {
+            bail!(
+                "{} is a directory: the run could not write its results",
+                path.display()
+            );
+        }
+    }
+    let charts = out.join(CHARTS);
+    if charts.exists() && !charts.is_dir() {
+        bail!(
+            "{} is not a directory: the run could not draw its charts",
+            charts.display()
+        );
+    }
+    Ok(())
+}
+
 /// Draws the charts of `report` into `dir/charts`, writes `dir/board.md`
 /// and prints the board.
 fn render(report: &Report, dir: &Path) -> Result<()> {
@@ -419,6 +456,85 @@ fn render(report: &Report, dir: &Path) -> Result<()> {
     let md = report.markdown(Some(CHARTS));
     let path = dir.join(BOARD_MD);
     fs::write(&path, &md).with_context(|| format!("writing {}", path.display()))?;
-    print!("{md}");
-    Ok(())
+    print_out(&md)
+}
+
+/// Prints `text` to standard output. A reader that went away (a closed
+/// pipe, as `| head` leaves) ends the printing quietly; any other failure
+/// is an error (the board is in the output directory all the same).
+fn print_out(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("writing to standard output")
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `results.json` or `board.md` that is a directory, or a `charts`
+    /// that is a file, used to fail the run only after every cell was
+    /// measured, losing them all.
+    #[test]
+    fn outputs_that_cannot_be_written_are_refused_before_measuring() {
+        for (path, dir) in [(RESULTS_JSON, true), (BOARD_MD, true), (CHARTS, false)] {
+            let out = tempfile::tempdir().unwrap();
+            if dir {
+                fs::create_dir(out.path().join(path)).unwrap();
+            } else {
+                fs::write(out.path().join(path), b"").unwrap();
+            }
+            assert!(check_outputs(out.path()).is_err(), "{path}");
+        }
+        let out = tempfile::tempdir().unwrap();
+        assert!(check_outputs(out.path()).is_ok());
+        fs::create_dir(out.path().join(CHARTS)).unwrap();
+        assert!(check_outputs(out.path()).is_ok());
+    }
+
+    /// The configuration `run` would measure with, from its arguments.
+    fn run_config(args: &[&str]) -> Result<Config> {
+        let cli = Cli::try_parse_from(["emberkv-bench", "run"].iter().chain(args))?;
+        let Command::Run { common, .. } = cli.command else {
+            unreachable!("parsed as run");
+        };
+        common.config(QUICK_SECS, 1)
+    }
+
+    /// Values a user could type that used to pass the checks and then
+    /// panicked (`--duration 1e20`, `--settle 1e20`: not a `Duration`),
+    /// hung the worker (`--duration 1.5e19`: past the end of `Instant`)
+    /// or allocated without bound.
+    #[test]
+    fn out_of_range_windows_sizes_and_key_counts_are_refused() {
+        for args in [
+            &["--duration", "1e20"][..],
+            &["--duration", "1.5e19"],
+            &["--duration", "86400.5"],
+            &["--duration", "1e-12"],
+            &["--duration", "NaN"],
+            &["--settle", "1e20"],
+            &["--settle", "inf"],
+            &["--value-size", "18446744073709551615"],
+            &["--value-size", "1073741825"],
+            &["--value-size", "15"],
+            &["--keys", "18446744073709551615"],
+            &["--keys", "1000000001"],
+        ] {
+            assert!(run_config(args).is_err(), "{args:?} accepted");
+        }
+        for args in [
+            &["--duration", "86400"][..],
+            &["--duration", "0.001"],
+            &["--settle", "0"],
+            &["--value-size", "1073741824"],
+            &["--keys", "1000000000"],
+        ] {
+            assert!(run_config(args).is_ok(), "{args:?} refused");
+        }
+    }
 }

@@ -106,6 +106,13 @@ pub fn serve() -> Result<()> {
     Ok(())
 }
 
+/// Writes one progress line to standard error. A line that cannot be
+/// written (a full or closed stderr) is dropped: losing it must not lose
+/// the measurements the worker hands back on standard output.
+fn log_line(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 fn cell(
     job: &Job,
     kind: Kind,
@@ -184,7 +191,10 @@ pub fn run(job: &Job) -> Result<JobResult> {
                         metrics.settled_disk_bytes = bench
                             .settled_disk_bytes()
                             .inspect_err(|e| {
-                                eprintln!("{}: space at rest not measured: {e:#}", job.engine)
+                                log_line(&format!(
+                                    "{}: space at rest not measured: {e:#}",
+                                    job.engine
+                                ));
                             })
                             .ok();
                     }
@@ -195,7 +205,7 @@ pub fn run(job: &Job) -> Result<JobResult> {
             .unwrap_or_else(|e| (Status::Error(format!("{e:#}")), None));
         let c = cell(job, spec.kind, w, outcome.0, outcome.1);
         if job.verbose {
-            eprintln!("{}", summary(&c));
+            log_line(&summary(&c));
         }
         result.cells.push(c);
     }
