@@ -792,7 +792,97 @@ impl Report {
         if !unmatched.is_empty() {
             let _ = writeln!(md, "\nNot compared: {}", unmatched.join("; "));
         }
+        let differences = self.differences(other);
+        if !differences.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nThe two runs differ (A / B): {}. Their ratios compare unlike runs.",
+                differences.join("; ")
+            );
+        }
         md
+    }
+
+    /// How the run of `self` (A) and that of `other` (B) were set up
+    /// differently: the harness's settings, and the shape of each scenario
+    /// both ran. Each as `what A / B`.
+    fn differences(&self, other: &Report) -> Vec<String> {
+        let (a, b) = (&self.harness, &other.harness);
+        let mut out = Vec::new();
+        let mut differ = |what: &str, x: String, y: String| {
+            if x != y {
+                out.push(format!("{what} {x} / {y}"));
+            }
+        };
+        differ(
+            "durability",
+            a.durability.to_string(),
+            b.durability.to_string(),
+        );
+        differ(
+            "client threads",
+            a.threads.to_string(),
+            b.threads.to_string(),
+        );
+        differ("window", format!("{:?}", a.stop), format!("{:?}", b.stop));
+        differ(
+            "warm-up (s)",
+            a.warmup_s.to_string(),
+            b.warmup_s.to_string(),
+        );
+        differ("repetitions", a.reps.to_string(), b.reps.to_string());
+        differ("seed", a.seed.to_string(), b.seed.to_string());
+        differ(
+            "key bytes",
+            a.key_bytes.to_string(),
+            b.key_bytes.to_string(),
+        );
+        differ(
+            "value bytes",
+            a.value_bytes.to_string(),
+            b.value_bytes.to_string(),
+        );
+        differ(
+            "compressibility",
+            a.compressibility.to_string(),
+            b.compressibility.to_string(),
+        );
+        differ(
+            "load batch",
+            a.load_batch.to_string(),
+            b.load_batch.to_string(),
+        );
+        differ(
+            "zipf theta",
+            a.zipf_theta.to_string(),
+            b.zipf_theta.to_string(),
+        );
+        differ(
+            "settle (s)",
+            format!("{:?}", a.settle_s),
+            format!("{:?}", b.settle_s),
+        );
+        for sa in &self.scenarios {
+            if let Some(sb) = other.scenarios.iter().find(|sb| sb.name == sa.name) {
+                let name = &sa.name;
+                differ(
+                    &format!("{name} keys"),
+                    sa.keys.to_string(),
+                    sb.keys.to_string(),
+                );
+                differ(
+                    &format!("{name} resident budget"),
+                    format!("{:?}", sa.resident_budget),
+                    format!("{:?}", sb.resident_budget),
+                );
+                differ(
+                    &format!("{name} threads"),
+                    format!("{:?}", sa.threads),
+                    format!("{:?}", sb.threads),
+                );
+            }
+        }
+        out
     }
 }
 
@@ -1162,6 +1252,28 @@ mod tests {
         );
         assert!(cmp.contains("| bad | error | error | — |"), "{cmp}");
         assert!(cmp.contains("s readseq hash (only in A)"), "{cmp}");
+        assert!(!cmp.contains("differ"), "{cmp}");
+    }
+
+    /// Two `run`s of different shapes (both scenarios named "custom") used
+    /// to compare as if alike.
+    #[test]
+    fn compare_names_what_differs_between_the_runs() {
+        let a = report();
+        let mut b = a.clone();
+        b.harness.threads = 2;
+        b.harness.value_bytes = 16;
+        b.scenarios[0].keys += 1;
+        let cmp = a.compare(&b);
+        let keys = a.scenarios[0].keys;
+        let name = &a.scenarios[0].name;
+        for difference in [
+            "client threads 8 / 2".to_owned(),
+            format!("value bytes {} / 16", a.harness.value_bytes),
+            format!("{name} keys {keys} / {}", keys + 1),
+        ] {
+            assert!(cmp.contains(&difference), "{difference}: {cmp}");
+        }
     }
 
     #[test]

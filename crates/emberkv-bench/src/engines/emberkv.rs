@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::engine::{Durability, Engine, OpenOptions, human_bytes};
+use crate::engine::{Durability, Engine, OpenOptions, Unsupported, human_bytes};
 
 /// emberkv's smallest hot tier, in bytes (4 pages of 1 MiB).
 const MIN_HOT_BYTES: u64 = 4 << 20;
@@ -34,7 +34,15 @@ pub fn open(dir: &Path, options: &OpenOptions) -> Result<Box<dyn Engine>> {
         } else {
             budget / 4
         };
-        let hot = (budget - cache).max(MIN_HOT_BYTES);
+        let hot = budget - cache;
+        if hot < MIN_HOT_BYTES {
+            return Err(Unsupported(format!(
+                "a resident budget of {}: emberkv's hot tier needs at least {}",
+                human_bytes(budget),
+                human_bytes(MIN_HOT_BYTES)
+            ))
+            .into());
+        }
         opts = opts
             .hot_bytes(usize::try_from(hot)?)
             .read_cache_bytes(usize::try_from(cache)?);
@@ -113,5 +121,32 @@ impl Engine for Emberkv {
 
     fn close(self: Box<Self>) -> Result<()> {
         Ok(self.db.close()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opens a store with `resident_budget` and closes it again.
+    fn with_budget(resident_budget: u64) -> Result<()> {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            durability: Durability::Default,
+            resident_budget: Some(resident_budget),
+            threads: 1,
+        };
+        open(dir.path(), &options)?.close()
+    }
+
+    /// `--resident-budget 0` used to run emberkv with its 4 MiB hot tier
+    /// and rank it against engines that kept to the budget.
+    #[test]
+    fn a_budget_below_the_smallest_hot_tier_is_refused_not_exceeded() {
+        for budget in [0, MIN_HOT_BYTES - 1] {
+            let err = with_budget(budget).expect_err("refused");
+            assert!(err.downcast_ref::<Unsupported>().is_some(), "{err:#}");
+        }
+        assert!(with_budget(MIN_HOT_BYTES).is_ok());
     }
 }
