@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use plotters::prelude::*;
 
 use crate::engines::Kind;
-use crate::report::{Cell, Report, Status, chart_base, thousands};
+use crate::report::{Cell, Report, Status, chart_base, remove_outputs, thousands};
 
 /// Width of every chart, in pixels.
 const WIDTH: u32 = 800;
@@ -20,9 +20,11 @@ const STORE: RGBColor = RGBColor(0x2b, 0x6c, 0xb0);
 const RAIL: RGBColor = RGBColor(0xa0, 0xa0, 0xa0);
 
 /// Draws both charts of every measured workload of `report` into `dir`,
-/// named `<scenario>-<workload>-throughput.svg` and `…-latency.svg`.
+/// named `<scenario>-<workload>-throughput.svg` and `…-latency.svg`,
+/// in place of the charts `dir` held.
 pub fn draw_all(report: &Report, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    remove_outputs(dir, "svg")?;
     for s in &report.scenarios {
         for &w in &s.workloads {
             let mut cells: Vec<&Cell> = report

@@ -24,7 +24,7 @@ use crate::engine::Durability;
 use crate::engines::{Availability, Spec};
 use crate::report::{
     BOARD_MD, EngineInfo, Environment, Harness, Missing, RESULTS_JSON, Report, SCALING_PAGE,
-    Scenario,
+    Scenario, Status,
 };
 use crate::worker::Job;
 use crate::workload::{MIN_VALUE_BYTES, Workload};
@@ -422,7 +422,11 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
     }
     fs::remove_dir(&stores).ok();
     report.write_json(out)?;
-    render(&report, out)
+    render(&report, out)?;
+    if !report.cells.iter().any(|c| c.status == Status::Ok) {
+        bail!("no cell was measured (the board above says why)");
+    }
+    Ok(())
 }
 
 /// Fails before anything is measured when the run's outputs in `out`

@@ -253,9 +253,11 @@ pub struct Metrics {
     /// Fills and deletes: whether each repetition got through every key.
     pub completed: Option<bool>,
     /// Bytes allocated on disk to the store after the cell (a fill's:
-    /// after its last pass through every key) and a sync.
+    /// after its last pass through every key) and a sync; 0 for a fill
+    /// that never got through every key.
     pub disk_bytes: u64,
-    /// Bytes of the keys and values the store holds.
+    /// Bytes of the keys and values the store holds (0 when `disk_bytes`
+    /// is not measured).
     pub logical_bytes: u64,
     /// Cells [`measured_at_rest`] (`overwrite`): bytes allocated on disk
     /// to the store after it then sat idle for [`Harness::settle_s`] and a
@@ -314,6 +316,22 @@ impl Metrics {
         let disk = self.settled_disk_bytes.filter(|&d| d > 0)?;
         (self.logical_bytes > 0).then(|| disk as f64 / self.logical_bytes as f64)
     }
+}
+
+/// Removes the files ending in `.{extension}` from `dir`, the outputs of
+/// an earlier run or rendering that the new ones replace (so that a
+/// reused output directory holds no cell or chart the new results lack).
+pub fn remove_outputs(dir: &Path, extension: &str) -> Result<()> {
+    let entries = fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("listing {}", dir.display()))?
+            .path();
+        if path.extension().is_some_and(|e| e == extension) && path.is_file() {
+            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// One engine on one workload of one scenario.
@@ -385,10 +403,11 @@ impl Report {
     }
 
     /// Writes `results.json` and one JSON file per cell under
-    /// `cells/` in `dir`.
+    /// `cells/` in `dir` (in place of the cells an earlier run left there).
     pub fn write_json(&self, dir: &Path) -> Result<()> {
         let cells = dir.join("cells");
         fs::create_dir_all(&cells).with_context(|| format!("creating {}", cells.display()))?;
+        remove_outputs(&cells, "json")?;
         for c in &self.cells {
             let name = format!(
                 "{}-{}-{}-{}.json",
@@ -1242,6 +1261,13 @@ mod tests {
         );
         let back = Report::load(dir.path()).unwrap();
         assert_eq!(back.cells.len(), a.cells.len());
+        // A later run into the same directory leaves none of the cells
+        // the earlier one wrote and it did not measure.
+        let mut fewer = a.clone();
+        fewer.cells.truncate(1);
+        fewer.write_json(dir.path()).unwrap();
+        assert_eq!(fs::read_dir(dir.path().join("cells")).unwrap().count(), 1);
+        a.write_json(dir.path()).unwrap();
         let mut b = back.clone();
         b.cells[1].metrics.as_mut().unwrap().ops_per_sec = 1_500.0;
         b.cells.pop();
