@@ -8,6 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::driver::{Config, FULL_CHECK_EVERY, LOAD_BATCH, Measurement, Stop};
 use crate::engine::{Durability, human_bytes};
@@ -824,84 +825,32 @@ impl Report {
 
     /// How the run of `self` (A) and that of `other` (B) were set up
     /// differently: the harness's settings, and the shape of each scenario
-    /// both ran. Each as `what A / B`.
+    /// both ran. Each as `field A / B`, named as in `results.json`.
     fn differences(&self, other: &Report) -> Vec<String> {
-        let (a, b) = (&self.harness, &other.harness);
         let mut out = Vec::new();
-        let mut differ = |what: &str, x: String, y: String| {
-            if x != y {
-                out.push(format!("{what} {x} / {y}"));
-            }
-        };
-        differ(
-            "durability",
-            a.durability.to_string(),
-            b.durability.to_string(),
-        );
-        differ(
-            "client threads",
-            a.threads.to_string(),
-            b.threads.to_string(),
-        );
-        differ("window", format!("{:?}", a.stop), format!("{:?}", b.stop));
-        differ(
-            "warm-up (s)",
-            a.warmup_s.to_string(),
-            b.warmup_s.to_string(),
-        );
-        differ("repetitions", a.reps.to_string(), b.reps.to_string());
-        differ("seed", a.seed.to_string(), b.seed.to_string());
-        differ(
-            "key bytes",
-            a.key_bytes.to_string(),
-            b.key_bytes.to_string(),
-        );
-        differ(
-            "value bytes",
-            a.value_bytes.to_string(),
-            b.value_bytes.to_string(),
-        );
-        differ(
-            "compressibility",
-            a.compressibility.to_string(),
-            b.compressibility.to_string(),
-        );
-        differ(
-            "load batch",
-            a.load_batch.to_string(),
-            b.load_batch.to_string(),
-        );
-        differ(
-            "zipf theta",
-            a.zipf_theta.to_string(),
-            b.zipf_theta.to_string(),
-        );
-        differ(
-            "settle (s)",
-            format!("{:?}", a.settle_s),
-            format!("{:?}", b.settle_s),
-        );
+        differing_fields("", &self.harness, &other.harness, &mut out);
         for sa in &self.scenarios {
             if let Some(sb) = other.scenarios.iter().find(|sb| sb.name == sa.name) {
-                let name = &sa.name;
-                differ(
-                    &format!("{name} keys"),
-                    sa.keys.to_string(),
-                    sb.keys.to_string(),
-                );
-                differ(
-                    &format!("{name} resident budget"),
-                    format!("{:?}", sa.resident_budget),
-                    format!("{:?}", sb.resident_budget),
-                );
-                differ(
-                    &format!("{name} threads"),
-                    format!("{:?}", sa.threads),
-                    format!("{:?}", sb.threads),
-                );
+                differing_fields(&format!("{} ", sa.name), sa, sb, &mut out);
             }
         }
         out
+    }
+}
+
+/// Appends `{prefix}{field} {a's} / {b's}` to `out` for each field in
+/// which the serialized `a` and `b` differ.
+fn differing_fields<T: Serialize>(prefix: &str, a: &T, b: &T, out: &mut Vec<String>) {
+    let (Ok(Value::Object(a)), Ok(Value::Object(b))) =
+        (serde_json::to_value(a), serde_json::to_value(b))
+    else {
+        return;
+    };
+    for (field, x) in &a {
+        let y = b.get(field).unwrap_or(&Value::Null);
+        if x != y {
+            out.push(format!("{prefix}{field} {x} / {y}"));
+        }
     }
 }
 
@@ -1294,8 +1243,8 @@ mod tests {
         let keys = a.scenarios[0].keys;
         let name = &a.scenarios[0].name;
         for difference in [
-            "client threads 8 / 2".to_owned(),
-            format!("value bytes {} / 16", a.harness.value_bytes),
+            "threads 8 / 2".to_owned(),
+            format!("value_bytes {} / 16", a.harness.value_bytes),
             format!("{name} keys {keys} / {}", keys + 1),
         ] {
             assert!(cmp.contains(&difference), "{difference}: {cmp}");
