@@ -366,6 +366,7 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
     check_outputs(out)?;
     let stores = out.join("stores");
     fs::create_dir_all(&stores).with_context(|| format!("creating {}", stores.display()))?;
+    remove_stale_stores(&stores)?;
     let mut report = Report {
         environment: Environment::detect(&stores),
         harness: Harness::new(common.durability, cfg),
@@ -425,6 +426,28 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
     render(&report, out)?;
     if !report.cells.iter().any(|c| c.status == Status::Ok) {
         bail!("no cell was measured (the board above says why)");
+    }
+    Ok(())
+}
+
+/// Removes the store directories an interrupted run left in `stores`
+/// (named as the run names them: an engine's name, a dash and a random
+/// tail); anything else there is kept.
+fn remove_stale_stores(stores: &Path) -> Result<()> {
+    let listing = || format!("listing {}", stores.display());
+    for entry in fs::read_dir(stores).with_context(listing)? {
+        let path = entry.with_context(listing)?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let ours = engines::names().iter().any(|engine| {
+            name.strip_prefix(engine)
+                .is_some_and(|tail| tail.starts_with('-'))
+        });
+        if ours && path.is_dir() {
+            fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
     }
     Ok(())
 }
@@ -498,6 +521,29 @@ mod tests {
         assert!(check_outputs(out.path()).is_ok());
         fs::create_dir(out.path().join(CHARTS)).unwrap();
         assert!(check_outputs(out.path()).is_ok());
+    }
+
+    /// An interrupted run left its stores in `stores/` (21 MB once), and
+    /// the next run into the same directory kept them.
+    #[test]
+    fn a_run_removes_the_stores_an_interrupted_run_left_and_nothing_else() {
+        let stores = tempfile::tempdir().unwrap();
+        for dir in [
+            "emberkv-mhS6hn/store-16",
+            "redb-a1b2c3",
+            "emberkvx-a1b2c3",
+            "notes",
+        ] {
+            fs::create_dir_all(stores.path().join(dir)).unwrap();
+        }
+        fs::write(stores.path().join("fjall-file"), b"").unwrap();
+        remove_stale_stores(stores.path()).unwrap();
+        let mut left: Vec<String> = fs::read_dir(stores.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["emberkvx-a1b2c3", "fjall-file", "notes"]);
     }
 
     /// The configuration `run` would measure with, from its arguments.

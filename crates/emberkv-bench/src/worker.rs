@@ -4,7 +4,7 @@
 //! The parent writes a [`Job`] as JSON to the child's standard input and
 //! reads a [`JobResult`] as JSON from its standard output.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -56,11 +56,12 @@ pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting a worker process")?;
-    let input = serde_json::to_vec(job)?;
-    child
-        .stdin
-        .take()
-        .expect("piped")
+    let mut input = serde_json::to_vec(job)?;
+    input.push(b'\n');
+    // Held open until the worker has ended: the worker takes the end of
+    // its input for the end of this process (see `serve`).
+    let mut job_pipe = child.stdin.take().expect("piped");
+    job_pipe
         .write_all(&input)
         .context("sending the job to the worker")?;
     let mut output = String::new();
@@ -71,6 +72,7 @@ pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
         .read_to_string(&mut output)
         .context("reading the worker's result")?;
     let status = child.wait()?;
+    drop(job_pipe);
     match serde_json::from_str(&output) {
         Ok(result) if status.success() => Ok(result),
         _ => Ok(JobResult {
@@ -98,8 +100,17 @@ pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
 /// the result to standard output.
 pub fn serve() -> Result<()> {
     let mut input = String::new();
-    std::io::stdin().read_to_string(&mut input)?;
+    std::io::stdin().lock().read_line(&mut input)?;
     let job: Job = serde_json::from_str(&input).context("parsing the job")?;
+    // The harness keeps the job's pipe open until this process ends, so
+    // its end means the harness is gone (killed or interrupted): stop, and
+    // take the stores along rather than run on alone.
+    let dir = job.dir.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::process::exit(1);
+    });
     let result = run(&job)?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &result)?;
