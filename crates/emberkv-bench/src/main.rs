@@ -243,7 +243,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             let cfg = common.config(secs, reps)?;
             let specs = select_engines(engines)?;
-            execute(&specs, &board_scenarios(), &cfg, &common)
+            execute(&specs, &board_scenarios(cfg.threads), &cfg, &common)
         }
         Command::Run {
             engines,
@@ -287,8 +287,8 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The board's scenarios.
-fn board_scenarios() -> Vec<Scenario> {
+/// The board's scenarios, for a run of `own_threads` client threads.
+fn board_scenarios(own_threads: usize) -> Vec<Scenario> {
     let mut scenarios = vec![
         Scenario {
             page: "read-heavy".to_owned(),
@@ -325,8 +325,8 @@ fn board_scenarios() -> Vec<Scenario> {
     ];
     // The scaling page: readrandom on the cache-resident shape with fewer
     // client threads; the run's own thread count comes from the
-    // cache-resident scenario above.
-    for threads in SCALING_THREADS {
+    // cache-resident scenario above (so it is not run twice).
+    for threads in SCALING_THREADS.into_iter().filter(|&t| t != own_threads) {
         scenarios.push(Scenario {
             page: SCALING_PAGE.to_owned(),
             name: format!("cache-resident-{threads}t"),
@@ -544,6 +544,21 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["emberkvx-a1b2c3", "fjall-file", "notes"]);
+    }
+
+    /// `board --threads 2` ran the 2-thread scaling scenario beside the
+    /// cache-resident one of the same shape, and the page showed one.
+    #[test]
+    fn the_scaling_page_never_repeats_the_runs_own_thread_count() {
+        for own in [1, 2, 4, 8] {
+            let counts: Vec<usize> = board_scenarios(own)
+                .iter()
+                .filter(|s| s.page == SCALING_PAGE)
+                .filter_map(|s| s.threads)
+                .collect();
+            let expected: Vec<usize> = SCALING_THREADS.into_iter().filter(|&t| t != own).collect();
+            assert_eq!(counts, expected, "--threads {own}");
+        }
     }
 
     /// The configuration `run` would measure with, from its arguments.
