@@ -1,8 +1,10 @@
 //! The child process that runs one engine through one scenario, so that
 //! each engine's peak RSS is its own and a crash costs only its cells.
 //!
-//! The parent writes a [`Job`] as JSON to the child's standard input and
-//! reads a [`JobResult`] as JSON from its standard output.
+//! The parent writes a [`Job`] as one line of JSON to the child's standard
+//! input, which it keeps open until the child has ended (so the child takes
+//! the input's end for the parent's death, and stops), and reads a
+//! [`JobResult`] as JSON from its standard output.
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
