@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize,
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 /// How a client is connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +60,9 @@ pub struct ClientHandle {
     /// cleared when the client lets go of its watched keys.
     pub dirty_cas: Arc<AtomicBool>,
     killed: AtomicBool,
-    kill: Notify,
+    /// Wakes the event loop that serves the client, so that it sees a
+    /// kill at once (`None` in tests without a loop).
+    waker: Option<Arc<mio::Waker>>,
 }
 
 impl ClientHandle {
@@ -82,22 +83,20 @@ impl ClientHandle {
             .store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// Asks the connection to close (CLIENT KILL, timeout, shutdown).
+    /// Asks the connection to close (CLIENT KILL, timeout, shutdown): its
+    /// event loop is woken and closes it before its next read.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
-        self.kill.notify_one();
+        if let Some(waker) = &self.waker {
+            // A loop that cannot be woken has stopped, and its clients
+            // with it.
+            let _ = waker.wake();
+        }
     }
 
     /// Whether [`ClientHandle::kill`] was called.
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
-    }
-
-    /// Resolves once the client is killed.
-    pub async fn killed(&self) {
-        if !self.is_killed() {
-            self.kill.notified().await;
-        }
     }
 }
 
@@ -106,27 +105,27 @@ impl ClientHandle {
 pub struct Clients {
     map: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
     next_id: AtomicU64,
-    slots: Arc<Semaphore>,
-    /// Permits owed after a CONFIG SET lowered maxclients below the number
-    /// connected: released permits pay this debt before returning.
+    /// Places free among `maxclients`.
+    free: AtomicUsize,
+    /// Places owed after a CONFIG SET lowered maxclients below the number
+    /// connected: places given back pay this debt before they are free.
     owed: AtomicUsize,
 }
 
-/// A connection's place among `--maxclients`; returned when dropped.
+/// A connection's place among `--maxclients`; given back when dropped.
 #[derive(Debug)]
 pub struct Slot {
-    permit: Option<OwnedSemaphorePermit>,
     clients: Arc<Clients>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let owed = self
+        let paid = self
             .clients
             .owed
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-        if let (Ok(_), Some(permit)) = (owed, self.permit.take()) {
-            permit.forget();
+        if paid.is_err() {
+            self.clients.free.fetch_add(1, Ordering::AcqRel);
         }
     }
 }
@@ -137,7 +136,7 @@ impl Clients {
         Clients {
             map: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
-            slots: Arc::new(Semaphore::new(max)),
+            free: AtomicUsize::new(max),
             owed: AtomicUsize::new(0),
         }
     }
@@ -145,13 +144,12 @@ impl Clients {
     /// A slot for one more client, or `None` when `maxclients` are
     /// connected.
     pub fn admit(self: &Arc<Self>) -> Option<Slot> {
-        match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(permit) => Some(Slot {
-                permit: Some(permit),
+        self.free
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .ok()
+            .map(|_| Slot {
                 clients: Arc::clone(self),
-            }),
-            Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => None,
-        }
+            })
     }
 
     /// Changes the limit from `old` to `new`.
@@ -168,21 +166,29 @@ impl Clients {
                 }
                 more -= 1;
             }
-            self.slots.add_permits(more);
+            self.free.fetch_add(more, Ordering::AcqRel);
         } else if old > new {
             let fewer = old - new;
-            let forgotten = self.slots.forget_permits(fewer);
-            self.owed.fetch_add(fewer - forgotten, Ordering::AcqRel);
+            let mut taken = 0;
+            let _ = self
+                .free
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    taken = n.min(fewer);
+                    Some(n - taken)
+                });
+            self.owed.fetch_add(fewer - taken, Ordering::AcqRel);
         }
     }
 
-    /// Registers a new client and returns its handle.
+    /// Registers a new client and returns its handle; `waker` wakes the
+    /// event loop that will serve it.
     pub fn register(
         &self,
         addr: String,
         laddr: String,
         fd: i32,
         transport: Transport,
+        waker: Option<Arc<mio::Waker>>,
     ) -> Arc<ClientHandle> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(ClientHandle {
@@ -204,7 +210,7 @@ impl Clients {
             no_evict: AtomicBool::new(false),
             dirty_cas: Arc::new(AtomicBool::new(false)),
             killed: AtomicBool::new(false),
-            kill: Notify::new(),
+            waker,
         });
         self.map.lock().insert(id, Arc::clone(&handle));
         handle
@@ -256,14 +262,19 @@ mod tests {
         drop(d);
     }
 
-    #[tokio::test]
-    async fn kill_wakes_the_connection_even_if_it_waits_later() {
+    #[test]
+    fn kill_wakes_the_clients_event_loop() {
+        let mut poll = mio::Poll::new().unwrap();
+        let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(7)).unwrap());
         let clients = Clients::new(10);
-        let h = clients.register("a".into(), "b".into(), 3, Transport::Tcp);
+        let h = clients.register("a".into(), "b".into(), 3, Transport::Tcp, Some(waker));
         assert_eq!(clients.len(), 1);
         h.kill();
-        h.killed().await;
         assert!(h.is_killed());
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)));
         clients.unregister(h.id);
         assert!(clients.is_empty());
     }

@@ -811,7 +811,7 @@ Options (redis-server's names):
   --loglevel <level>        debug, verbose, notice (default), warning, nothing
   --logfile <path>          log to this file (default: standard output)
   --daemonize no            only 'no': run it under a supervisor instead
-  --io-threads <n>          runtime worker threads (default: one per CPU)
+  --io-threads <n>          event loop threads (default: one per CPU)
   --proto-max-bulk-len <n>  largest bulk string accepted (default 512mb)
   --client-query-buffer-limit <n>
                             largest query buffer of a client (default 1gb)

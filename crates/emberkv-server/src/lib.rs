@@ -40,6 +40,7 @@ pub mod commit;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod event_loop;
 pub mod fd_limit;
 pub mod frame;
 #[doc(hidden)]

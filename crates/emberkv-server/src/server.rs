@@ -1,31 +1,28 @@
-//! Start-up, listeners, the cron task, and clean shutdown.
+//! Start-up, listeners, the cron thread, and clean shutdown.
 //!
 //! [`run`] binds every TCP address, opens the store, binds the unix
-//! socket, and serves until SIGTERM, SIGINT or SHUTDOWN. Then it stops accepting,
-//! tells every connection to close, waits for them, and closes the store
-//! (a flush and fdatasync), so nothing acknowledged is lost.
+//! socket, starts the event loops ([`crate::event_loop`]), and serves
+//! until SIGTERM, SIGINT or SHUTDOWN. Then it stops accepting, tells every
+//! connection to close, waits for them, and closes the store (a flush and
+//! fdatasync), so nothing acknowledged is lost.
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::broadcast;
-use tokio::task::JoinSet;
 
-use crate::clients::{Clients, Transport};
+use crate::clients::Clients;
 use crate::commit::GroupCommit;
 use crate::config::{Config, Fsync};
-use crate::connection::{self, Stream};
+use crate::event_loop::{EventLoop, Listener};
 use crate::fd_limit;
-use crate::shutdown::Shutdown;
+use crate::shutdown::{Reason, Shutdown};
 use crate::stats::Stats;
 use crate::store::Store;
 use crate::{notice, verbose, warning};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 /// Settings the connection loop reads on every batch, mirrored from
 /// [`Config`] into atomics when it changes.
@@ -88,7 +85,8 @@ pub struct Shared {
     /// `appendfsync always`: one sync at a time for every waiting
     /// connection.
     pub commit: GroupCommit,
-    shutdown: broadcast::Sender<()>,
+    /// The shutdown request (SIGTERM, SIGINT, SHUTDOWN).
+    pub shutdown: Arc<Shutdown>,
     /// When the server started.
     pub started: Instant,
     /// A random 40-hex-digit id of this run.
@@ -103,7 +101,6 @@ impl Shared {
     /// The state of a server serving `store` with `config`, whose TCP
     /// port `tcp_port` is bound (0: none).
     pub fn new(config: Config, store: Store, tcp_port: u16) -> Shared {
-        let (tx, _) = broadcast::channel(1);
         Shared {
             store,
             live: Live::new(&config),
@@ -111,7 +108,7 @@ impl Shared {
             config: RwLock::new(config),
             stats: Stats::default(),
             commit: GroupCommit::default(),
-            shutdown: tx,
+            shutdown: Arc::new(Shutdown::default()),
             started: Instant::now(),
             run_id: (0..40)
                 .map(|_| char::from_digit(fastrand::u32(0..16), 16).expect("hex digit"))
@@ -123,13 +120,9 @@ impl Shared {
         }
     }
 
-    /// Starts the shutdown (SHUTDOWN, signals).
+    /// Starts the shutdown (the SHUTDOWN command).
     pub fn request_shutdown(&self) {
-        let _ = self.shutdown.send(());
-    }
-
-    fn subscribe(&self) -> Shutdown {
-        Shutdown::new(self.shutdown.subscribe())
+        self.shutdown.request(Reason::Command);
     }
 }
 
@@ -169,12 +162,6 @@ pub fn run(mut config: Config) -> Result<(), String> {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name("emberkv-io")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
 
     let path = config.store_path();
     notice!(
@@ -217,7 +204,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
 
     adjust_maxclients(&mut config)?;
-    let store = runtime.block_on(serve(config, store, tcp, threads))?;
+    let store = serve(config, store, tcp, threads)?;
     let store = match store {
         Ok(store) => store,
         Err(shared) => {
@@ -305,90 +292,112 @@ fn bind_tcp_all(config: &Config) -> Result<Vec<std::net::TcpListener>, String> {
 /// Binds the unix socket, serves on it and on the bound TCP listeners
 /// `tcp` until shutdown, and hands back the store (or the shared state,
 /// if a connection outlived the grace period).
-async fn serve(
+fn serve(
     config: Config,
     store: Store,
     tcp: Vec<std::net::TcpListener>,
     threads: usize,
 ) -> Result<Result<Store, Arc<Shared>>, String> {
-    let tcp = tcp
-        .into_iter()
-        .map(TcpListener::from_std)
-        .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| format!("cannot listen on TCP: {e}"))?;
-    let unix = match &config.unixsocket {
-        Some(path) => Some(bind_unix(path, config.unixsocketperm)?),
-        None => None,
-    };
     let tcp_port = tcp
         .first()
         .and_then(|l| l.local_addr().ok())
         .map_or(0, |a| a.port());
-
+    let mut listeners: Vec<Listener> = tcp
+        .into_iter()
+        .map(|l| Listener::Tcp(mio::net::TcpListener::from_std(l)))
+        .collect();
+    if let Some(path) = &config.unixsocket {
+        let l = bind_unix(path, config.unixsocketperm)?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("cannot listen on unix socket {}: {e}", path.display()))?;
+        notice!("Listening on {} (unix socket)", path.display());
+        listeners.push(Listener::Unix(
+            mio::net::UnixListener::from_std(l),
+            path.display().to_string(),
+        ));
+    }
     let shared = Arc::new(Shared::new(config, store, tcp_port));
 
     // Before the first connection is accepted: a client that sends
     // SIGTERM once it is served must find the handler installed, not the
     // default action (found by `expiry_survives_a_restart`, which failed
     // once in a loaded test run with a non-zero exit after SIGTERM).
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot install the SIGTERM handler: {e}"))?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("cannot install the SIGINT handler: {e}"))?;
-    // Subscribed before the first accept too: a SHUTDOWN from an early
-    // client must reach this loop.
-    let mut shutdown = shared.subscribe();
-    let mut listeners = JoinSet::new();
-    for l in tcp {
-        listeners.spawn(accept_tcp(l, Arc::clone(&shared), shared.subscribe()));
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot install the SIGTERM and SIGINT handlers: {e}"))?;
+    let signal_handle = signals.handle();
+    let shutdown = Arc::clone(&shared.shutdown);
+    let signal_thread = std::thread::Builder::new()
+        .name("emberkv-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                shutdown.request(if signal == SIGTERM {
+                    Reason::Terminate
+                } else {
+                    Reason::Interrupt
+                });
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+
+    let mut loops = (0..threads)
+        .map(|_| EventLoop::new(Arc::clone(&shared)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| format!("cannot create an event loop: {e}"))?;
+    let handles: Vec<_> = loops.iter().map(EventLoop::handle).collect();
+    loops[0]
+        .listen(listeners, handles.clone())
+        .map_err(|e| format!("cannot listen: {e}"))?;
+    let mut threads_started = Vec::new();
+    for (i, l) in loops.into_iter().enumerate() {
+        let shutdown = Arc::clone(&shared.shutdown);
+        let thread = std::thread::Builder::new()
+            .name(format!("emberkv-io-{i}"))
+            .spawn(move || {
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.run())).is_err() {
+                    shutdown.request(Reason::LoopFailed);
+                }
+            })
+            .map_err(|e| format!("cannot start an event loop thread: {e}"))?;
+        threads_started.push(thread);
     }
-    if let Some(l) = unix {
-        if let Some(p) = &shared.config.read().unixsocket {
-            notice!("Listening on {} (unix socket)", p.display());
-        }
-        listeners.spawn(accept_unix(l, Arc::clone(&shared), shared.subscribe()));
-    }
-    let cron = tokio::spawn(cron(Arc::clone(&shared)));
+    let cron_thread = {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("emberkv-cron".into())
+            .spawn(move || cron(&shared))
+            .map_err(|e| format!("cannot start the cron thread: {e}"))?
+    };
     notice!("Ready to accept connections ({threads} io threads)");
 
-    tokio::select! {
-        _ = sigterm.recv() => notice!("Received SIGTERM scheduling shutdown..."),
-        _ = sigint.recv() => notice!("Received SIGINT scheduling shutdown..."),
-        _ = shutdown.recv() => notice!("User requested shutdown..."),
+    match shared.shutdown.wait() {
+        Reason::Terminate => notice!("Received SIGTERM scheduling shutdown..."),
+        Reason::Interrupt => notice!("Received SIGINT scheduling shutdown..."),
+        Reason::Command => notice!("User requested shutdown..."),
+        Reason::LoopFailed => warning!("An event loop failed, shutting down..."),
     }
-    shared.request_shutdown();
-    while listeners.join_next().await.is_some() {}
-    for client in shared.clients.list() {
-        client.kill();
+    for h in &handles {
+        h.stop();
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !shared.clients.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        std::thread::sleep(Duration::from_millis(5));
     }
-    cron.abort();
-    let _ = cron.await;
+    for h in &handles {
+        h.exit();
+    }
+    for t in threads_started {
+        let _ = t.join();
+    }
+    let _ = cron_thread.join();
+    signal_handle.close();
+    let _ = signal_thread.join();
     if let Some(p) = &shared.config.read().unixsocket {
         let _ = std::fs::remove_file(p);
     }
     notice!("Closing the store: flushing and syncing every acknowledged write");
-    // Connection tasks drop their handles as they end; give the last ones
-    // a moment to be dropped by the runtime.
-    let mut shared = shared;
-    for _ in 0..200 {
-        match Arc::try_unwrap(shared) {
-            Ok(s) => return Ok(Ok(s.store)),
-            Err(s) => shared = s,
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    Ok(Err(shared))
+    Ok(Arc::try_unwrap(shared).map(|s| s.store))
 }
 
-/// Binds the unix socket at `path` (replacing a stale socket file) with
-/// permissions `mode` when given. With a mode, the socket is bound under
-/// a temporary name beside `path`, given its mode, and renamed into place,
-/// so that no client ever finds it at `path` with the default mode (a
-/// test saw the window between the bind and the chmod).
 /// Longest unix socket path the kernel takes (`sun_path` holds 108
 /// bytes, with the terminating NUL).
 const MAX_SOCKET_PATH: usize = 107;
@@ -420,18 +429,28 @@ fn check_unix_path(path: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> Result<UnixListener, String> {
+/// Binds the unix socket at `path` (replacing a stale socket file) with
+/// permissions `mode` when given. With a mode, the socket is bound under
+/// a temporary name beside `path`, given its mode, and renamed into place,
+/// so that no client ever finds it at `path` with the default mode (a
+/// test saw the window between the bind and the chmod).
+fn bind_unix(
+    path: &std::path::Path,
+    mode: Option<u32>,
+) -> Result<std::os::unix::net::UnixListener, String> {
     let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
     // A stale socket file from an earlier run would make bind fail.
     let _ = std::fs::remove_file(path);
     let Some(mode) = mode else {
-        return UnixListener::bind(path).map_err(|e| fail("listen on unix socket", e));
+        return std::os::unix::net::UnixListener::bind(path)
+            .map_err(|e| fail("listen on unix socket", e));
     };
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".{}.tmp", std::process::id()));
     let temporary = std::path::PathBuf::from(name);
     let _ = std::fs::remove_file(&temporary);
-    let listener = UnixListener::bind(&temporary).map_err(|e| fail("listen on unix socket", e))?;
+    let listener = std::os::unix::net::UnixListener::bind(&temporary)
+        .map_err(|e| fail("listen on unix socket", e))?;
     let placed = {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(mode))
@@ -468,117 +487,11 @@ fn bind_tcp(addr: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
-/// Writes a refusal line to a client and closes it, off the accept path.
-fn refuse<S>(mut stream: S, shared: &Shared, line: &'static str)
-where
-    S: tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
-    tokio::spawn(async move {
-        let _ =
-            tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
-    });
-}
-
-async fn accept_tcp(listener: TcpListener, shared: Arc<Shared>, mut shutdown: Shutdown) {
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.recv() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                warning!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = shared.clients.admit() else {
-            warning!(
-                "Error registering fd event for the new client: max number of clients reached"
-            );
-            refuse(stream, &shared, MAX_CLIENTS);
-            continue;
-        };
-        if protected_denies(&shared.config.read(), peer.ip()) {
-            warning!("Refused {peer}: protected mode");
-            refuse(stream, &shared, DENIED);
-            continue;
-        }
-        let _ = stream.set_nodelay(true);
-        let laddr = stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let handle =
-            shared
-                .clients
-                .register(peer.to_string(), laddr, stream.as_raw_fd(), Transport::Tcp);
-        verbose!("Accepted {peer}");
-        tokio::spawn(connection::serve(
-            Stream::Tcp(stream),
-            Arc::clone(&shared),
-            handle,
-            slot,
-        ));
-    }
-}
-
-async fn accept_unix(listener: UnixListener, shared: Arc<Shared>, mut shutdown: Shutdown) {
-    let path = shared
-        .config
-        .read()
-        .unixsocket
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.recv() => return,
-        };
-        let stream = match accepted {
-            Ok((s, _)) => s,
-            Err(e) => {
-                warning!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = shared.clients.admit() else {
-            refuse(stream, &shared, MAX_CLIENTS);
-            continue;
-        };
-        let handle = shared.clients.register(
-            format!("{path}:0"),
-            format!("{path}:0"),
-            stream.as_raw_fd(),
-            Transport::Unix,
-        );
-        verbose!("Accepted connection to {path}");
-        tokio::spawn(connection::serve(
-            Stream::Unix(stream),
-            Arc::clone(&shared),
-            handle,
-            slot,
-        ));
-    }
-}
-
-/// Every 100 ms: the ops/sec sample; every second: idle-client timeouts.
-async fn cron(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+/// Every second until shutdown: the ops/sec sample and idle-client
+/// timeouts.
+fn cron(shared: &Shared) {
     let mut last = (Instant::now(), Stats::get(&shared.stats.commands));
-    let mut n: u64 = 0;
-    loop {
-        tick.tick().await;
-        n += 1;
-        if !n.is_multiple_of(10) {
-            continue;
-        }
+    while !shared.shutdown.wait_timeout(Duration::from_secs(1)) {
         let now = (Instant::now(), Stats::get(&shared.stats.commands));
         let secs = now.0.duration_since(last.0).as_secs_f64();
         if secs > 0.0 {

@@ -1,67 +1,91 @@
-//! The shutdown signal: one broadcast, sent once, by SIGTERM, SIGINT or
-//! the SHUTDOWN command.
+//! The shutdown signal: requested once, by SIGTERM, SIGINT or the
+//! SHUTDOWN command, and waited for by the server's main thread.
 //!
-//! Listeners hold a [`Shutdown`] and stop accepting when it fires. Open
-//! connections are then told through their registry handle
-//! ([`crate::clients::ClientHandle::kill`]), so a connection waits on a
-//! single future for both CLIENT KILL and shutdown; the server waits for
-//! every connection to finish before it closes the store.
+//! The main thread then stops the listeners and tells every open
+//! connection to close through its registry handle
+//! ([`crate::clients::ClientHandle::kill`]), waits for the connections to
+//! finish, and closes the store.
 
-use tokio::sync::broadcast;
+use parking_lot::{Condvar, Mutex};
 
-/// A receiver of the shutdown signal that remembers having seen it.
-#[derive(Debug)]
+/// Why the server shuts down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// SIGTERM.
+    Terminate,
+    /// SIGINT.
+    Interrupt,
+    /// The SHUTDOWN command.
+    Command,
+    /// An event loop's thread panicked outside any command (a bug): its
+    /// clients are gone, and if it held the listeners no client would be
+    /// accepted again, so the server stops cleanly instead.
+    LoopFailed,
+}
+
+/// The shutdown request: set once (later requests keep the first reason).
+#[derive(Debug, Default)]
 pub struct Shutdown {
-    seen: bool,
-    rx: broadcast::Receiver<()>,
+    reason: Mutex<Option<Reason>>,
+    requested: Condvar,
 }
 
 impl Shutdown {
-    /// Listens on `rx`.
-    pub fn new(rx: broadcast::Receiver<()>) -> Self {
-        Shutdown { seen: false, rx }
-    }
-
-    /// Whether the signal has been received.
-    pub fn is_shutdown(&self) -> bool {
-        self.seen
-    }
-
-    /// Waits for the signal (returns at once if already seen).
-    pub async fn recv(&mut self) {
-        if self.seen {
-            return;
+    /// Requests the shutdown, unless one was requested already.
+    pub fn request(&self, reason: Reason) {
+        let mut current = self.reason.lock();
+        if current.is_none() {
+            *current = Some(reason);
+            self.requested.notify_all();
         }
-        // Lagged or closed both mean the signal was sent (or can no longer
-        // be): either way, shut down.
-        let _ = self.rx.recv().await;
-        self.seen = true;
+    }
+
+    /// Whether a shutdown was requested.
+    pub fn is_requested(&self) -> bool {
+        self.reason.lock().is_some()
+    }
+
+    /// Blocks until a shutdown is requested or `timeout` has passed;
+    /// returns whether one was requested.
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
+        let mut reason = self.reason.lock();
+        if reason.is_none() {
+            let _ = self.requested.wait_for(&mut reason, timeout);
+        }
+        reason.is_some()
+    }
+
+    /// Blocks until a shutdown is requested; returns its reason.
+    pub fn wait(&self) -> Reason {
+        let mut reason = self.reason.lock();
+        loop {
+            if let Some(r) = *reason {
+                return r;
+            }
+            self.requested.wait(&mut reason);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    #[tokio::test]
-    async fn every_listener_sees_one_send() {
-        let (tx, _) = broadcast::channel(1);
-        let mut a = Shutdown::new(tx.subscribe());
-        let mut b = Shutdown::new(tx.subscribe());
-        assert!(!a.is_shutdown());
-        tx.send(()).unwrap();
-        a.recv().await;
-        b.recv().await;
-        assert!(a.is_shutdown() && b.is_shutdown());
-        a.recv().await;
-    }
-
-    #[tokio::test]
-    async fn a_dropped_sender_also_shuts_down() {
-        let (tx, rx) = broadcast::channel::<()>(1);
-        let mut s = Shutdown::new(rx);
-        drop(tx);
-        s.recv().await;
-        assert!(s.is_shutdown());
+    #[test]
+    fn a_waiter_sees_the_first_request_only() {
+        let shutdown = Arc::new(Shutdown::default());
+        assert!(!shutdown.is_requested());
+        let waiter = {
+            let shutdown = Arc::clone(&shutdown);
+            std::thread::spawn(move || shutdown.wait())
+        };
+        shutdown.request(Reason::Command);
+        shutdown.request(Reason::Terminate);
+        assert_eq!(waiter.join().unwrap(), Reason::Command);
+        assert!(shutdown.is_requested());
+        assert_eq!(shutdown.wait(), Reason::Command);
+        assert!(shutdown.wait_timeout(std::time::Duration::from_secs(60)));
+        assert!(!Shutdown::default().wait_timeout(std::time::Duration::from_millis(1)));
     }
 }

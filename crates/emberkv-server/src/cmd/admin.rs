@@ -13,11 +13,10 @@ use crate::parse::{Args, is, text};
 use crate::stats::Stats;
 
 /// Makes every acknowledged write durable: the engine's flush and
-/// fdatasync. It blocks this worker thread for the fdatasync, so the
-/// runtime moves its other tasks elsewhere meanwhile.
+/// fdatasync. It blocks the client's event loop for the fdatasync (as
+/// redis-server's SAVE blocks its server); other loops go on.
 fn barrier(ctx: &mut Ctx<'_>) -> CmdResult {
-    let store = &ctx.shared.store;
-    tokio::task::block_in_place(|| store.sync())?;
+    ctx.shared.store.sync()?;
     ctx.shared.stats.changes.store(0, Ordering::Relaxed);
     Ok(())
 }

@@ -257,6 +257,7 @@ impl<'a> Client<'a> {
             "127.0.0.1:6379".into(),
             -1,
             Transport::Tcp,
+            None,
         );
         Client {
             shared,
