@@ -47,11 +47,23 @@ pub struct JobResult {
     pub cells: Vec<Cell>,
 }
 
+/// The file this process runs from, for its workers. On Linux,
+/// `/proc/self/exe`, which names the running executable even after its
+/// path has been replaced: a `cargo build` into the same target directory
+/// during a run made every later worker the new build (or no build, while
+/// the linker wrote it), and the run was lost.
+fn own_executable() -> Result<std::path::PathBuf> {
+    let proc_exe = std::path::Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && proc_exe.exists() {
+        return Ok(proc_exe.to_path_buf());
+    }
+    std::env::current_exe().context("locating the harness executable")
+}
+
 /// Runs `job` in a child process of this executable and returns its
 /// result; a child that dies yields an error cell per workload.
 pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
-    let exe = std::env::current_exe().context("locating the harness executable")?;
-    let mut child = Command::new(exe)
+    let mut child = Command::new(own_executable()?)
         .arg("worker")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
