@@ -366,6 +366,7 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
     check_outputs(out)?;
     let stores = out.join("stores");
     fs::create_dir_all(&stores).with_context(|| format!("creating {}", stores.display()))?;
+    let _lock = lock_out(out)?;
     remove_stale_stores(&stores)?;
     let mut report = Report {
         environment: Environment::detect(&stores),
@@ -428,6 +429,31 @@ fn execute(specs: &[Spec], scenarios: &[Scenario], cfg: &Config, common: &Common
         bail!("no cell was measured (the board above says why)");
     }
     Ok(())
+}
+
+/// Takes the run's lock on `out` (an exclusive `flock` of `out/.lock`,
+/// held until the returned file is dropped), so that a second run into
+/// the same directory stops at once instead of removing the first one's
+/// stores as stale and overwriting its results.
+fn lock_out(out: &Path) -> Result<fs::File> {
+    let path = out.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => bail!(
+            "another run is using {} (it holds {}); give this run another --out",
+            out.display(),
+            path.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 /// Removes the store directories an interrupted run left in `stores`
@@ -521,6 +547,19 @@ mod tests {
         assert!(check_outputs(out.path()).is_ok());
         fs::create_dir(out.path().join(CHARTS)).unwrap();
         assert!(check_outputs(out.path()).is_ok());
+    }
+
+    /// Two runs into one `--out` raced: the second removed the first's
+    /// stores as an interrupted run's, and each overwrote the other's
+    /// results.
+    #[test]
+    fn a_second_run_into_the_same_directory_stops_while_the_first_runs() {
+        let out = tempfile::tempdir().unwrap();
+        let first = lock_out(out.path()).unwrap();
+        let refused = lock_out(out.path()).unwrap_err().to_string();
+        assert!(refused.contains("another run is using"), "{refused}");
+        drop(first);
+        assert!(lock_out(out.path()).is_ok());
     }
 
     /// An interrupted run left its stores in `stores/` (21 MB once), and
