@@ -202,6 +202,12 @@ pub struct Connection {
     readable: bool,
     /// The socket may take bytes: as `readable`, for writes.
     writable: bool,
+    /// The client shut its side down (the loop saw a read-closed
+    /// notification): reads go on until one returns the end, even after a
+    /// short one, since the notification of the bytes and of the end may
+    /// have been one (a client that wrote, shut down and waits for the
+    /// server's close waited for ever).
+    read_closed: bool,
     /// The socket is registered for writability too, not only for
     /// reading: only while replies wait for room in it, since a socket
     /// registered for both wakes its loop each time its client takes a
@@ -259,6 +265,7 @@ impl Connection {
             need: 0,
             readable: true,
             writable: true,
+            read_closed: false,
             polls_writable: false,
             closing: false,
             progress: Instant::now(),
@@ -295,10 +302,12 @@ impl Connection {
         &self.session.handle
     }
 
-    /// Notes readiness the loop reported for the socket.
-    pub fn ready(&mut self, readable: bool, writable: bool) {
-        self.readable |= readable;
+    /// Notes readiness the loop reported for the socket: bytes (or an
+    /// error) to read, room to write, the client's side shut down.
+    pub fn ready(&mut self, readable: bool, writable: bool, read_closed: bool) {
+        self.readable |= readable || read_closed;
         self.writable |= writable;
+        self.read_closed |= read_closed;
     }
 
     /// Reads once into `chunk` (the loop's buffer, at least 1 byte), if
@@ -325,7 +334,7 @@ impl Connection {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(false),
             Err(e) => return Err(e),
         };
-        if n < room {
+        if n < room && !self.read_closed {
             // A short read took everything there was: more bytes bring a
             // new notification.
             self.readable = false;

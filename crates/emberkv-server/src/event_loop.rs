@@ -203,8 +203,9 @@ impl EventLoop {
                     Token(t) => {
                         if let Some(Some(c)) = self.conns.get_mut(t) {
                             c.ready(
-                                event.is_readable() || event.is_read_closed() || event.is_error(),
+                                event.is_readable() || event.is_error(),
                                 event.is_writable() || event.is_write_closed() || event.is_error(),
+                                event.is_read_closed(),
                             );
                             self.queue(t);
                         }

@@ -2,7 +2,8 @@
 //! input (each gets Redis's error and a closed connection, and harms
 //! nobody else).
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::time::Duration;
 
 use crate::common::*;
 use emberkv_server::frame::Frame;
@@ -68,6 +69,63 @@ fn pipeline_written_before_reading_does_not_deadlock() {
     r.send(&wire);
     for _ in 0..10_000 {
         assert_eq!(r.frame().expect("reply"), bulk(&value));
+    }
+}
+
+/// A client that writes its commands, shuts its side down and reads until
+/// the server closes gets its replies and then the close, also when the
+/// bytes and the shutdown reach the server together (it was stopped
+/// meanwhile, as a busy server would be): the event loop's notification of
+/// both was one, its read of the bytes was short, and it never read the
+/// end, so the client waited for ever.
+#[test]
+fn a_client_that_shuts_its_side_down_gets_its_replies_and_the_close() {
+    let s = Server::start(&[]);
+    for tcp in [false, true] {
+        let mut client: Box<dyn ReadWriteShutdown> = if tcp {
+            Box::new(std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap())
+        } else {
+            Box::new(std::os::unix::net::UnixStream::connect(&s.sock).unwrap())
+        };
+        client.timeout(Duration::from_secs(20));
+        // Served once, so that the server has the connection registered.
+        client.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0; 7];
+        client.read_exact(&mut pong).unwrap();
+        s.signal(libc::SIGSTOP);
+        client.write_all(b"PING\r\nPING\r\n").unwrap();
+        client.shut_write();
+        std::thread::sleep(Duration::from_millis(100));
+        s.signal(libc::SIGCONT);
+        let mut rest = Vec::new();
+        client
+            .read_to_end(&mut rest)
+            .expect("the server closes the connection");
+        assert_eq!(rest, b"+PONG\r\n+PONG\r\n", "tcp: {tcp}");
+    }
+}
+
+/// A socket whose write side can be shut down.
+trait ReadWriteShutdown: std::io::Read + Write {
+    fn shut_write(&self);
+    fn timeout(&self, t: Duration);
+}
+
+impl ReadWriteShutdown for std::net::TcpStream {
+    fn shut_write(&self) {
+        self.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    fn timeout(&self, t: Duration) {
+        self.set_read_timeout(Some(t)).unwrap();
+    }
+}
+
+impl ReadWriteShutdown for std::os::unix::net::UnixStream {
+    fn shut_write(&self) {
+        self.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    fn timeout(&self, t: Duration) {
+        self.set_read_timeout(Some(t)).unwrap();
     }
 }
 
