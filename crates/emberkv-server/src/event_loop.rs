@@ -45,7 +45,8 @@ const LISTENER_BASE: usize = usize::MAX - 1;
 /// The loop's read buffer: the most one read takes from a socket.
 const READ_BYTES: usize = 256 * 1024;
 
-/// How often a loop with closing connections looks for stalled ones.
+/// How often a loop with closing connections looks for stalled ones, and
+/// tries its listeners again after a failed accept.
 const CLOSING_TICK: Duration = Duration::from_millis(100);
 
 /// Most notifications taken from one wait.
@@ -112,6 +113,10 @@ pub struct EventLoop {
     /// Some connection may be closing (waiting for its client to take its
     /// last replies): look for stalled ones.
     closing: bool,
+    /// An accept failed (out of descriptors, most likely): the listeners
+    /// are tried again at the next tick, since clients already queued on
+    /// them bring no new notification.
+    accept_failed: bool,
     chunk: Vec<u8>,
 }
 
@@ -137,6 +142,7 @@ impl EventLoop {
             ready: Vec::new(),
             again: Vec::new(),
             closing: false,
+            accept_failed: false,
             chunk: vec![0; READ_BYTES],
         })
     }
@@ -178,7 +184,7 @@ impl EventLoop {
         loop {
             let timeout = if !self.again.is_empty() {
                 Some(Duration::ZERO)
-            } else if self.closing {
+            } else if self.closing || self.accept_failed {
                 Some(CLOSING_TICK)
             } else {
                 None
@@ -217,6 +223,11 @@ impl EventLoop {
                     return;
                 }
                 self.wake_up();
+            }
+            if std::mem::take(&mut self.accept_failed) {
+                for i in 0..self.listeners.len() {
+                    self.accept(i);
+                }
             }
             self.round();
             if self.closing {
@@ -392,10 +403,10 @@ impl EventLoop {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // Out of descriptors, most likely: the listener stays
-                    // readable, and is tried again at its next
-                    // notification.
+                    // Out of descriptors, most likely: tried again at the
+                    // next tick.
                     warning!("accept failed: {e}");
+                    self.accept_failed = true;
                     return;
                 }
             };
