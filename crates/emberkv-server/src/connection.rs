@@ -94,6 +94,16 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// The socket as `mio` registers it.
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+}
+
 impl mio::event::Source for Stream {
     fn register(
         &mut self,
@@ -101,10 +111,7 @@ impl mio::event::Source for Stream {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.register(registry, token, interests),
-            Stream::Unix(s) => s.register(registry, token, interests),
-        }
+        self.source().register(registry, token, interests)
     }
 
     fn reregister(
@@ -113,17 +120,11 @@ impl mio::event::Source for Stream {
         token: mio::Token,
         interests: mio::Interest,
     ) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.reregister(registry, token, interests),
-            Stream::Unix(s) => s.reregister(registry, token, interests),
-        }
+        self.source().reregister(registry, token, interests)
     }
 
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.deregister(registry),
-            Stream::Unix(s) => s.deregister(registry),
-        }
+        self.source().deregister(registry)
     }
 }
 

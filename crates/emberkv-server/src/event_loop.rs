@@ -500,9 +500,13 @@ mod tests {
     use crate::store::Store;
     use std::io::{Read, Write};
 
-    fn shared(dir: &std::path::Path) -> Arc<Shared> {
+    /// A loop over a new store in `dir`, running on its own thread.
+    fn start(dir: &std::path::Path) -> (Arc<Shared>, Arc<LoopHandle>, std::thread::JoinHandle<()>) {
         let store = Store::open(dir, 8 << 20).unwrap();
-        Arc::new(Shared::new(Config::default(), store, 0))
+        let shared = Arc::new(Shared::new(Config::default(), store, 0));
+        let event_loop = EventLoop::new(Arc::clone(&shared)).unwrap();
+        let handle = event_loop.handle();
+        (shared, handle, std::thread::spawn(move || event_loop.run()))
     }
 
     /// Hands a client to a loop running on its own thread, as the first
@@ -540,10 +544,7 @@ mod tests {
     #[test]
     fn a_loop_serves_a_handed_over_client_closes_it_on_kill_and_exits() {
         let dir = tempfile::tempdir().unwrap();
-        let shared = shared(dir.path());
-        let event_loop = EventLoop::new(Arc::clone(&shared)).unwrap();
-        let handle = event_loop.handle();
-        let thread = std::thread::spawn(move || event_loop.run());
+        let (shared, handle, thread) = start(dir.path());
 
         let mut client = hand_over(&shared, &handle);
         // A pipeline in one write: the replies come back in order.
@@ -578,10 +579,7 @@ mod tests {
     #[test]
     fn replies_larger_than_the_socket_buffer_arrive_whole_and_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let shared = shared(dir.path());
-        let event_loop = EventLoop::new(Arc::clone(&shared)).unwrap();
-        let handle = event_loop.handle();
-        let thread = std::thread::spawn(move || event_loop.run());
+        let (shared, handle, thread) = start(dir.path());
 
         let mut client = hand_over(&shared, &handle);
         let value = vec![b'x'; 1 << 20];
