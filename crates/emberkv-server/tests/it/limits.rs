@@ -1,14 +1,29 @@
 //! maxclients, timeout, requirepass and AUTH, the unix socket's mode.
 
+use std::io::{Read, Write};
+
 use crate::common::*;
 use emberkv_server::frame::Frame;
 
 #[test]
 fn maxclients_refuses_the_extra_connection() {
     let s = Server::start(&["--maxclients", "2"]);
-    let mut a = s.raw();
-    // The harness's readiness probe held a slot until the server saw it
-    // close.
+    // The harness's readiness probes (queued on the TCP listener while the
+    // store opened) hold slots until the server sees them close, so the
+    // first client may be refused: it connects again until served.
+    let mut a = None;
+    assert!(eventually(5, || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        let mut pong = [0; 7];
+        let served = stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut pong).is_ok()
+            && &pong == b"+PONG\r\n";
+        if served {
+            a = Some(Raw::new(stream));
+        }
+        served
+    }));
+    let mut a = a.expect("served");
     assert!(eventually(5, || {
         String::from_utf8(as_bytes(&a.q("INFO clients")))
             .unwrap()

@@ -1,6 +1,7 @@
 //! Restarts: data and expiries survive, SIGTERM and SHUTDOWN close the
 //! store cleanly under load, and `appendfsync always` survives SIGKILL.
 
+use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -71,6 +72,38 @@ fn shutdown_command_closes_cleanly() {
     assert!(!s.sock.exists(), "the unix socket file is removed");
     let s2 = s.restart();
     assert_eq!(s2.raw().q("GET k"), bulk(b"v"));
+}
+
+/// SHUTDOWN behind 100 MB of replies its client takes slowly: the server
+/// shuts down once it runs SHUTDOWN, not once that client has taken every
+/// reply before it (with the client reading on, it waited as long as the
+/// client read: 35 s for 300 MB).
+#[test]
+fn shutdown_does_not_wait_for_a_slow_reader_to_take_its_replies() {
+    let mut s = Server::start(&[]);
+    let value = vec![b'x'; 1 << 20];
+    assert_eq!(s.raw().call(&[b"SET", b"big", &value]), ok());
+    let mut client = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    client
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut wire = b"GET big\r\n".repeat(100);
+    wire.extend_from_slice(b"SHUTDOWN NOSAVE\r\n");
+    client.write_all(&wire).unwrap();
+    let mut received = 0;
+    let mut chunk = vec![0; 256 << 10];
+    loop {
+        match client.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(s.wait().success(), "{}", s.log());
+    assert!(
+        received < 100 << 20,
+        "the client took all {received} bytes first"
+    );
 }
 
 /// Writers run flat out while the server gets SIGTERM; every write that
