@@ -9,7 +9,10 @@
 //! Reading goes on while replies are pending, so a client that writes a
 //! long pipeline before it reads cannot deadlock against the server; only
 //! once 64 MiB of replies wait unsent does the connection stop reading
-//! until the client drains them.
+//! until the client drains them. The same mark stops the commands of one
+//! read: those after it wait in the query buffer until the client has
+//! taken replies below the mark, so one read of small commands cannot
+//! queue gigabytes of replies (200 GETs of a 1 MiB value queued 200 MiB).
 //!
 //! # Bad input
 //! A protocol error gets Redis's `-ERR Protocol error: ...` reply, after
@@ -215,6 +218,10 @@ pub struct Connection {
     /// reply (4 % of a PING run's samples in `unix_write_space`, and a
     /// wake-up of the loop for nothing).
     polls_writable: bool,
+    /// Whole commands may wait in the query buffer: the last run stopped
+    /// at the replies' high-water mark ([`OUT_HIGH_WATER`]), and runs
+    /// them once the client has taken replies below it, without a read.
+    held: bool,
     /// The client closed its side, or the connection closes once its
     /// pending replies are sent (QUIT, a protocol error, SHUTDOWN).
     closing: bool,
@@ -268,6 +275,7 @@ impl Connection {
             writable: true,
             read_closed: false,
             polls_writable: false,
+            held: false,
             closing: false,
             progress: Instant::now(),
             queued: false,
@@ -313,12 +321,19 @@ impl Connection {
 
     /// Reads once into `chunk` (the loop's buffer, at least 1 byte), if
     /// the socket may have bytes and the connection is reading, appends
-    /// what came to the query buffer, and runs every whole command in it.
-    /// Returns whether a write command ran since the last call (for
-    /// `appendfsync always`), or the socket's error, after which the
-    /// connection must be dropped.
+    /// what came to the query buffer, and runs its whole commands up to
+    /// the replies' high-water mark; commands held back at the mark run
+    /// first, without a read. Returns whether a write command ran since
+    /// the last call (for `appendfsync always`), or the socket's error,
+    /// after which the connection must be dropped.
     pub fn read_and_run(&mut self, chunk: &mut [u8]) -> io::Result<bool> {
-        if self.closing || !self.readable || self.out.len() >= OUT_HIGH_WATER {
+        if self.closing || self.out.len() >= OUT_HIGH_WATER {
+            return Ok(false);
+        }
+        if self.held {
+            return Ok(self.run());
+        }
+        if !self.readable {
             return Ok(false);
         }
         self.reserve();
@@ -367,6 +382,13 @@ impl Connection {
             self.begin_close();
             return Ok(false);
         }
+        Ok(self.run())
+    }
+
+    /// Runs the buffered commands ([`Connection::process`]) and begins
+    /// the close one of them asked for; returns whether a write command
+    /// ran since the last call.
+    fn run(&mut self) -> bool {
         if self.process() {
             self.begin_close();
             if self.session.shutdown {
@@ -376,7 +398,7 @@ impl Connection {
                 self.shared.request_shutdown();
             }
         }
-        Ok(std::mem::take(&mut self.session.dirty))
+        std::mem::take(&mut self.session.dirty)
     }
 
     /// Writes the pending replies while the socket takes them, and says
@@ -420,7 +442,7 @@ impl Connection {
             } else {
                 Next::Wait
             }
-        } else if self.readable && self.out.len() < OUT_HIGH_WATER {
+        } else if (self.readable || self.held) && self.out.len() < OUT_HIGH_WATER {
             Next::Again
         } else {
             Next::Wait
@@ -458,12 +480,19 @@ impl Connection {
         }
     }
 
-    /// Runs every whole command in the read buffer; returns whether the
-    /// connection must close once the replies are sent.
+    /// Runs the whole commands in the read buffer until the pending
+    /// replies reach [`OUT_HIGH_WATER`] (the rest are held for a later
+    /// run); returns whether the connection must close once the replies
+    /// are sent.
     fn process(&mut self) -> bool {
         self.parser
             .set_max_bulk(self.shared.live.max_bulk.load(Ordering::Relaxed) as usize);
+        self.held = false;
         let close = loop {
+            if self.out.len() >= OUT_HIGH_WATER {
+                self.held = !self.inbuf.is_empty();
+                break false;
+            }
             if self.inbuf.len() < self.need {
                 break false;
             }

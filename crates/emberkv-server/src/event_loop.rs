@@ -13,7 +13,8 @@
 //!
 //! Notifications are edge-triggered: a connection remembers that its
 //! socket may still have bytes (a read that filled its buffer, or one
-//! skipped while 64 MiB of replies wait) and is served again in the next
+//! skipped while 64 MiB of replies wait), or that commands wait in its
+//! query buffer behind that mark, and is served again in the next
 //! round without waiting. A loop is woken from other threads (a new client
 //! handed over, CLIENT KILL, `--timeout`, shutdown) through its
 //! [`LoopHandle`].

@@ -351,3 +351,52 @@ fn removing_the_password_lets_clients_already_connected_in() {
     assert_eq!(b.q("GET x"), error("NOAUTH Authentication required."));
     assert_eq!(a.q("GET x"), bulk(b"1"), "A connected without a password");
 }
+
+/// The replies' high-water mark (64 MiB) stops the commands of one read,
+/// not only the next read: 200 GETs of a 1 MiB value sent in one write
+/// by a client that reads nothing queued all 200 MiB of replies at once
+/// (the attack queued 1.8 GB). The commands after the mark wait in the
+/// query buffer and run once the client takes replies, all of them, in
+/// order.
+#[test]
+fn one_read_of_commands_queues_no_more_than_the_high_water_mark_of_replies() {
+    let s = Server::start(&[]);
+    let mut a = s.raw();
+    let value: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
+    assert_eq!(a.call(&[b"SET", b"big", &value]), ok());
+    let id = as_int(&a.q("CLIENT ID"));
+    let mut wire = Vec::new();
+    for i in 0..200 {
+        Frame::command([&b"GET"[..], b"big"]).encode(&mut wire, false);
+        if i == 100 {
+            Frame::command([&b"PING"[..]]).encode(&mut wire, false);
+        }
+    }
+    a.send(&wire);
+    let mut b = s.raw();
+    let omem = |b: &mut Raw<std::net::TcpStream>| {
+        let list = String::from_utf8(as_bytes(&b.q("CLIENT LIST"))).unwrap();
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("id={id} ")))
+            .unwrap_or_else(|| panic!("client {id} in {list}"))
+            .to_owned();
+        let field = line.split(' ').find(|f| f.starts_with("omem=")).unwrap();
+        field["omem=".len()..].parse::<usize>().unwrap()
+    };
+    assert!(eventually(10, || omem(&mut b) > 0), "replies queued");
+    // Settled: the loop has run what it will run before the client reads.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let queued = omem(&mut b);
+    assert!(
+        queued <= (64 << 20) + (1 << 20) + 64,
+        "{queued} bytes of replies queued for one read"
+    );
+    for i in 0..200 {
+        assert_eq!(a.frame().expect("reply"), bulk(&value), "GET {i}");
+        if i == 100 {
+            assert_eq!(a.frame().expect("reply"), simple("PONG"));
+        }
+    }
+    assert_eq!(a.q("PING"), simple("PONG"));
+}
