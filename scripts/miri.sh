@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the unit tests of the modules with `unsafe` code (log::page, the hot
-# tier's page buffer) under Miri, which checks them for undefined behaviour:
-# out-of-bounds or aliasing violations and data races between the threads
-# of the tests. Needs the nightly toolchain with the miri and rust-src
+# tier's page buffer; prefetch, a cache hint) under Miri, which checks them
+# for undefined behaviour: out-of-bounds or aliasing violations and data
+# races between the threads of the tests. Needs the nightly toolchain with the miri and rust-src
 # components; installs them with rustup when missing, and skips with a
 # message when they cannot be had (no network to the Rust toolchain host).
 set -euo pipefail
@@ -37,3 +37,5 @@ host=$(rustc +nightly -vV | sed -n 's/^host: //p')
 cargo +nightly clean -q -p emberkv --target-dir "$CARGO_TARGET_DIR/miri" --target "$host"
 echo "== miri: log::page"
 cargo +nightly miri test -p emberkv --lib log::page
+echo "== miri: prefetch"
+cargo +nightly miri test -p emberkv --lib prefetch::

@@ -79,6 +79,7 @@ mod maintenance;
 mod manifest;
 mod meta;
 mod options;
+mod prefetch;
 mod record;
 mod recovery;
 mod salvage;

@@ -250,6 +250,15 @@ impl Header {
             }
     }
 
+    /// Where the key lies in the record's bytes (empty for a pad).
+    pub(crate) fn key_range(&self) -> std::ops::Range<usize> {
+        if self.is_pad() {
+            return 0..0;
+        }
+        let body = self.body_offset();
+        body..body + self.key_len
+    }
+
     /// Bytes the record spans in the log, header included.
     pub(crate) fn total_len(&self) -> usize {
         if self.is_pad() {
