@@ -197,7 +197,7 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
             continue;
         };
         if gain >= RECOMPRESS_GAIN {
-            let mut chunk = Chunk::default();
+            let mut chunk = Chunk::mapping();
             let report = compact_segments(core, &[seg], &mut chunk, &mut || Ok(()))?;
             return Ok((report, seg + 1));
         }

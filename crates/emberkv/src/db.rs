@@ -1240,7 +1240,7 @@ impl Db {
             0.0,
             usize::MAX,
             compaction::Wait::Yes,
-            &mut Chunk::default(),
+            &mut Chunk::mapping(),
             // Where writers wait, after each segment retired, as the
             // background compaction sets it (which it cannot meanwhile).
             &mut || match self.core.space_bound {

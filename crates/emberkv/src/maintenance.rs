@@ -202,8 +202,9 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>) {
     let mut quiet_since = (Instant::now(), core.log.appended());
     let mut recompress_from = 0;
     let mut checkpointed = 0;
-    // Compaction's read buffer, allocated once.
-    let mut chunk = Chunk::default();
+    // Compaction's reads (through the segments' maps, or a buffer
+    // allocated once).
+    let mut chunk = Chunk::mapping();
     let mut sweep = expiry::Sweep::default();
     let mut swept = Instant::now();
     while !stop.load(Ordering::Acquire) {

@@ -71,10 +71,14 @@ pub struct Options {
     /// compaction's) look at a key's newest record before replacing it, a
     /// growing index re-reading its keys, and recovery's re-reads of
     /// records it already replayed; so they share the `SIGBUS` exposure.
-    /// When `false`, all of them read by positioned reads (`pread`), gets
-    /// through the read cache. Scans (compaction's, recovery's,
-    /// [`crate::check()`]'s), iteration and the reads of `update` and the
-    /// like read by positioned reads either way.
+    /// So does compaction's scan of each segment it compacts, which loads
+    /// 8 MiB of the map at a time (`MADV_POPULATE_READ`: when a page
+    /// cannot be read then, the scan reads by pread, which returns the
+    /// error; but a page the kernel drops and fails to read again before
+    /// the scan reaches it raises `SIGBUS`). When `false`, all of them read by
+    /// positioned reads (`pread`), gets through the read cache. The other
+    /// scans (recovery's, [`crate::check()`]'s), iteration and the reads of
+    /// `update` and the like read by positioned reads either way.
     pub map_cold_reads: bool,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the

@@ -25,7 +25,7 @@ use crate::index::{Index, KeyHasher, shard_of};
 use crate::log::{REHASH_GROUP, fetch_cold, read_cold};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
-use crate::storage::{SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
+use crate::storage::{MappedSegment, SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
 
 /// Bytes read per sequential read during replay.
 const CHUNK_BYTES: usize = 8 << 20;
@@ -39,6 +39,12 @@ pub(crate) struct Chunk {
     len: usize,
     /// Bytes read at a time (more for a longer record).
     window: usize,
+    /// Whether the chunk reads through segment maps where it can.
+    maps: bool,
+    /// The segment the chunk reads through its map, if it does now: then
+    /// `addr` is the segment's start, `len` the bytes loaded into the map
+    /// so far, and `bytes` is not used.
+    mapped: Option<MappedSegment>,
 }
 
 impl Default for Chunk {
@@ -61,6 +67,26 @@ impl Chunk {
             bytes: Vec::new(),
             len: 0,
             window,
+            maps: false,
+            mapped: None,
+        }
+    }
+
+    /// A chunk for scans of whole segments that reads through a segment's
+    /// map when it has one ([`MappedSegment`], loading [`CHUNK_BYTES`] at a
+    /// time), and otherwise as [`Chunk::default`]. For compaction, whose
+    /// scans [`for_each_record_ahead`] ends by letting the map go.
+    pub(crate) fn mapping() -> Self {
+        Chunk {
+            maps: true,
+            ..Chunk::default()
+        }
+    }
+
+    /// Lets go of the segment read through its map, if any.
+    fn release(&mut self) {
+        if self.mapped.take().is_some() {
+            self.len = 0;
         }
     }
 
@@ -70,7 +96,34 @@ impl Chunk {
 
     pub(crate) fn slice(&self, addr: u64, len: usize) -> &[u8] {
         let off = (addr - self.addr) as usize;
-        &self.bytes[..self.len][off..off + len]
+        let held = match &self.mapped {
+            Some(mapped) => mapped.bytes(self.len),
+            None => &self.bytes[..self.len],
+        };
+        &held[off..off + len]
+    }
+
+    /// Loads `addr..addr + want` through its segment's map, the chunk then
+    /// holding the segment from its start; `false` (the chunk unchanged)
+    /// when that cannot be done.
+    fn load_mapped(&mut self, storage: &Segments, addr: u64, want: usize) -> bool {
+        let seg = storage.segment_of(addr);
+        if self.mapped.as_ref().is_none_or(|m| m.seg() != seg) {
+            self.release();
+            self.mapped = storage.mapped_segment(seg);
+        }
+        let Some(mapped) = &self.mapped else {
+            return false;
+        };
+        let start = storage.segment_start(seg);
+        let (from, to) = ((addr - start) as usize, (addr - start) as usize + want);
+        if !mapped.load(from, to) {
+            self.release();
+            return false;
+        }
+        self.addr = start;
+        self.len = to;
+        true
     }
 
     /// The length of the record at `addr` and its key (`None` for a pad),
@@ -105,6 +158,10 @@ impl Chunk {
             return Ok(false);
         }
         let want = len.max(self.window).min((end - addr) as usize);
+        if self.maps && self.load_mapped(storage, addr, want) {
+            return Ok(self.holds(addr, len));
+        }
+        self.release();
         if self.bytes.len() < want {
             self.bytes.resize(want, 0);
         }
@@ -522,31 +579,37 @@ pub(crate) fn for_each_record_ahead(
     let mut pos = start + SEGMENT_HEADER_BYTES;
     // The next address to see ahead.
     let mut seen = pos;
-    while pos < stop {
-        match next_record(storage, chunk, pos, end)? {
-            Next::Pad(len) => pos += len,
-            Next::Record(h) => {
-                let next = pos + h.total_len() as u64;
-                seen = seen.max(next);
-                while seen < stop && seen < next.saturating_add(depth) {
-                    let Some((len, key)) = chunk.peek_record(seen) else {
-                        break;
-                    };
-                    if let Some(key) = key {
-                        ahead(key);
+    let scanned = (|| {
+        while pos < stop {
+            match next_record(storage, chunk, pos, end)? {
+                Next::Pad(len) => pos += len,
+                Next::Record(h) => {
+                    let next = pos + h.total_len() as u64;
+                    seen = seen.max(next);
+                    while seen < stop && seen < next.saturating_add(depth) {
+                        let Some((len, key)) = chunk.peek_record(seen) else {
+                            break;
+                        };
+                        if let Some(key) = key {
+                            ahead(key);
+                        }
+                        seen += len;
                     }
-                    seen += len;
+                    // `next_record` verified it.
+                    f(pos, &Record::verified(h, chunk.slice(pos, h.total_len())))?;
+                    pos = next;
                 }
-                // `next_record` verified it.
-                f(pos, &Record::verified(h, chunk.slice(pos, h.total_len())))?;
-                pos = next;
-            }
-            Next::Invalid => {
-                return Err(Error::corruption(pos, "invalid record in a sealed segment"));
+                Next::Invalid => {
+                    return Err(Error::corruption(pos, "invalid record in a sealed segment"));
+                }
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })();
+    // Not held past the scan: the caller may retire the segment next, and
+    // its last handle is let go on a thread of its own (`Core::retire`).
+    chunk.release();
+    scanned
 }
 
 /// What replay finds at an address.
@@ -840,6 +903,40 @@ mod tests {
         assert!(!ahead.contains(&keys[0]), "the first record is not ahead");
         // About 1.4 MB in windows of 64 KiB: a record or so at each start.
         assert!(not_ahead < 60, "{not_ahead} records not seen ahead");
+    }
+
+    /// A mapping chunk reads a segment through its map (it allocates no
+    /// buffer), sees the same records as one reading by pread, and lets
+    /// the segment go when the scan ends, so that retiring it next drops
+    /// the last handle on the retiring thread.
+    #[test]
+    fn a_mapping_scan_reads_through_the_map_and_lets_it_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path(), 20, 64 << 20, 0);
+        for i in 0..3_000u32 {
+            let value = vec![(i % 251) as u8; (i as usize * 53) % 1500];
+            log.append(&entry(format!("key{i}").as_bytes(), &value))
+                .unwrap();
+        }
+        log.write_out().unwrap();
+        let scan = |chunk: &mut Chunk, seg: u64| {
+            let mut seen = Vec::new();
+            for_each_record(log.storage(), seg, u64::MAX, chunk, |addr, r| {
+                seen.push((addr, r.key.to_vec(), r.stored_value.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            seen
+        };
+        let mut mapping = Chunk::mapping();
+        for seg in 0..3 {
+            let mapped = scan(&mut mapping, seg);
+            assert!(mapped.len() > 100, "segment {seg}: {}", mapped.len());
+            assert_eq!(mapped, scan(&mut Chunk::default(), seg), "segment {seg}");
+            assert!(mapping.mapped.is_none(), "let go after the scan");
+            assert_eq!(mapping.len, 0);
+        }
+        assert!(mapping.bytes.is_empty(), "read through the maps");
     }
 
     /// After a crash the records replay read may be in the page cache

@@ -208,8 +208,10 @@ pub(crate) struct Segment {
 impl Segment {
     fn new(file: File, map_bytes: Option<u64>) -> Result<Segment> {
         let written = file.metadata()?.len();
-        // SAFETY: the map is only ever read, and only below `written`
-        // bytes, which the file holds for as long as it is open: the store
+        // SAFETY: the map is only ever read (by gets, point reads and
+        // compaction's scans of sealed segments, `MappedSegment`), and
+        // only below `written` bytes, which the file holds for as long as
+        // it is open: the store
         // shrinks an open segment's file only in `cut`, which lowers
         // `written` first; it cuts below the bytes written only in
         // `truncate`, in recovery, whose mapped reads (re-reads of keys of
@@ -231,6 +233,49 @@ impl Segment {
             allocated: AtomicU64::new(written),
             cut_unsynced: AtomicBool::new(false),
         })
+    }
+}
+
+/// A segment's file read through its map by a scan of the whole segment
+/// (compaction's; see `recovery::Chunk`), instead of copied by pread into
+/// a buffer: the kernel's copy out of the page cache was a quarter to a
+/// third of compaction's CPU (docs/PERFORMANCE.md). It holds the segment
+/// open, so a scan must let it go before the segment is retired.
+pub(crate) struct MappedSegment {
+    seg: u64,
+    segment: Arc<Segment>,
+}
+
+impl MappedSegment {
+    /// The segment's number.
+    pub(crate) fn seg(&self) -> u64 {
+        self.seg
+    }
+
+    /// The file's first `len` bytes; `len` at most what
+    /// [`MappedSegment::load`] returned `true` for.
+    pub(crate) fn bytes(&self, len: usize) -> &[u8] {
+        &self.segment.map.as_ref().expect("mapped")[..len]
+    }
+
+    /// Faults the file's bytes `from..to` into the map at once
+    /// (`MADV_POPULATE_READ`, Linux 5.14: one system call for the range
+    /// where page faults would take one per 64 KiB, and the disk's
+    /// errors come back as an error, where a mapped read of a page that
+    /// cannot be read raises `SIGBUS`). Returns whether the range lies in
+    /// the bytes written and was loaded; when not, the caller reads with
+    /// pread, which reports why.
+    pub(crate) fn load(&self, from: usize, to: usize) -> bool {
+        let Some(map) = &self.segment.map else {
+            return false;
+        };
+        let written = self.segment.written.load(Ordering::Acquire);
+        from <= to
+            && (to as u64) <= written
+            && to <= map.len()
+            && map
+                .advise_range(Advice::PopulateRead, from, to - from)
+                .is_ok()
     }
 }
 
@@ -591,6 +636,15 @@ impl Segments {
         let start = usize::try_from(self.offset_in_segment(addr)).ok()?;
         let end = usize::try_from(written).ok()?.min(map.len());
         map.get(start..end)
+    }
+
+    /// Segment `seg`, to be read through its map ([`MappedSegment`]);
+    /// `None` when it has none (maps are off, or the map could not be made)
+    /// or cannot be opened (the caller's pread reports why).
+    pub(crate) fn mapped_segment(&self, seg: u64) -> Option<MappedSegment> {
+        let segment = self.open(seg).ok()?;
+        segment.map.as_ref()?;
+        Some(MappedSegment { seg, segment })
     }
 
     /// Reads the first byte at each of `addrs` through the segment maps in
