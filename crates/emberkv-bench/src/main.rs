@@ -193,6 +193,11 @@ impl Common {
         if !(0.0..=MAX_SECS).contains(&self.settle) {
             bail!("--settle must be a number of seconds from 0 to {MAX_SECS}");
         }
+        if self.out.to_str().is_none() {
+            // The workers get their stores' paths in JSON, which holds
+            // text only.
+            bail!("--out must be a UTF-8 path: {}", self.out.display());
+        }
         let stop = match (self.ops, self.duration) {
             (Some(n), _) => Stop::Ops(n),
             (None, secs) => {
@@ -607,6 +612,30 @@ mod tests {
             unreachable!("parsed as run");
         };
         common.config(QUICK_SECS, 1)
+    }
+
+    /// A non-UTF-8 `--out` started a worker before the job failed to
+    /// encode, and the user saw that error and the worker's ("parsing the
+    /// job: EOF"); it is refused with one line, before anything runs.
+    #[test]
+    fn an_out_directory_that_is_not_utf8_is_refused_with_one_error() {
+        use std::os::unix::ffi::OsStrExt;
+        let out = std::ffi::OsStr::from_bytes(b"/tmp/bad\xff");
+        let cli = Cli::try_parse_from([
+            std::ffi::OsStr::new("emberkv-bench"),
+            std::ffi::OsStr::new("run"),
+            std::ffi::OsStr::new("--out"),
+            out,
+        ])
+        .unwrap();
+        let Command::Run { common, .. } = cli.command else {
+            unreachable!("parsed as run");
+        };
+        let refused = common.config(QUICK_SECS, 1).unwrap_err().to_string();
+        assert!(
+            refused.starts_with("--out must be a UTF-8 path"),
+            "{refused}"
+        );
     }
 
     /// Values a user could type that used to pass the checks and then

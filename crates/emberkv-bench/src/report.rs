@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -295,6 +295,51 @@ impl Metrics {
         }
     }
 
+    /// Whether the numbers could come from a measurement: rates, times and
+    /// latencies not negative, latencies in quantile order. A results file
+    /// edited by hand is checked before `report` renders it (a negative
+    /// rate or a p99 below the median rendered as given).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let named = [
+            ("elapsed_s", self.elapsed_s),
+            ("ops_per_sec", self.ops_per_sec),
+            ("p50_us", self.p50_us),
+            ("p99_us", self.p99_us),
+            ("p999_us", self.p999_us),
+            ("max_us", self.max_us),
+        ];
+        let values = named
+            .into_iter()
+            .chain(self.rep_ops_per_sec.iter().map(|&r| ("rep_ops_per_sec", r)))
+            .chain(
+                self.latency_curve
+                    .iter()
+                    .map(|&(_, us)| ("latency_curve", us)),
+            );
+        for (name, value) in values {
+            if !(value >= 0.0 && value.is_finite()) {
+                return Err(format!("{name} is {value}"));
+            }
+        }
+        if !(self.p50_us <= self.p99_us
+            && self.p99_us <= self.p999_us
+            && self.p999_us <= self.max_us)
+        {
+            return Err(format!(
+                "latencies out of order: p50 {} us, p99 {} us, p99.9 {} us, max {} us",
+                self.p50_us, self.p99_us, self.p999_us, self.max_us
+            ));
+        }
+        if self
+            .latency_curve
+            .iter()
+            .any(|&(q, _)| !(0.0..=1.0).contains(&q))
+        {
+            return Err("latency_curve has a quantile outside 0 to 1".into());
+        }
+        Ok(())
+    }
+
     /// Writes per fsync/fdatasync in the measured windows, for a
     /// write-only `workload` of an engine that reports its syncs.
     pub fn writes_per_sync(&self, workload: Workload) -> Option<f64> {
@@ -400,7 +445,22 @@ impl Report {
         };
         let text =
             fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+        let report: Report =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+        for cell in &report.cells {
+            if let Some(m) = &cell.metrics
+                && let Err(why) = m.check()
+            {
+                bail!(
+                    "{}: the cell of {} on {} ({}) cannot have been measured: {why}",
+                    file.display(),
+                    cell.engine,
+                    cell.workload.name(),
+                    cell.scenario
+                );
+            }
+        }
+        Ok(report)
     }
 
     /// Writes `results.json` and one JSON file per cell under
@@ -1196,6 +1256,43 @@ mod tests {
         );
         assert!(md.contains("(charts/s-fillrandom-throughput.svg)"), "{md}");
         assert!(md.contains("durability DEFAULT"), "{md}");
+    }
+
+    /// `report` rendered a hand-edited results.json as given: a negative
+    /// rate, a p99 below the median. Each is refused, naming the cell.
+    #[test]
+    fn impossible_numbers_in_a_results_file_are_refused() {
+        type Edit = fn(&mut Metrics);
+        let edits: [(&str, Edit); 5] = [
+            ("ops_per_sec is -5", |m| m.ops_per_sec = -5.0),
+            ("rep_ops_per_sec is -1", |m| m.rep_ops_per_sec = vec![-1.0]),
+            ("latencies out of order", |m| m.p99_us = 0.5),
+            ("latency_curve is -2", |m| {
+                m.latency_curve = vec![(0.5, -2.0)]
+            }),
+            ("quantile outside 0 to 1", |m| {
+                m.latency_curve = vec![(2.0, 1.0)]
+            }),
+        ];
+        for (why, edit) in edits {
+            let dir = tempfile::tempdir().unwrap();
+            let mut r = report();
+            edit(r.cells[1].metrics.as_mut().unwrap());
+            r.write_json(dir.path()).unwrap();
+            let refused = format!("{:#}", Report::load(dir.path()).unwrap_err());
+            assert!(refused.contains(why), "{why}: {refused}");
+            assert!(
+                refused.contains("the cell of fast on fillrandom (s)"),
+                "{refused}"
+            );
+        }
+        assert!(
+            report()
+                .cells
+                .iter()
+                .flat_map(|c| &c.metrics)
+                .all(|m| m.check().is_ok())
+        );
     }
 
     #[test]

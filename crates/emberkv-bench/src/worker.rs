@@ -63,6 +63,8 @@ fn own_executable() -> Result<std::path::PathBuf> {
 /// Runs `job` in a child process of this executable and returns its
 /// result; a child that dies yields an error cell per workload.
 pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
+    let mut input = serde_json::to_vec(job).context("encoding the job")?;
+    input.push(b'\n');
     let mut child = Command::new(own_executable()?)
         .arg("worker")
         .stdin(Stdio::piped())
@@ -70,8 +72,6 @@ pub fn spawn(job: &Job, kind: Kind) -> Result<JobResult> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting a worker process")?;
-    let mut input = serde_json::to_vec(job)?;
-    input.push(b'\n');
     // Held open until the worker has ended: the worker takes the end of
     // its input for the end of this process (see `serve`).
     let mut job_pipe = child.stdin.take().expect("piped");
