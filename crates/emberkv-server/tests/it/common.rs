@@ -250,6 +250,22 @@ impl<S: Read + Write> Raw<S> {
         self.stream.write_all(bytes).expect("write");
     }
 
+    /// Field `name` (`omem`, `flags`, ...) of client `id`'s line in
+    /// CLIENT LIST, asked on this connection.
+    pub fn client_field(&mut self, id: i64, name: &str) -> String {
+        let list = String::from_utf8(as_bytes(&self.q("CLIENT LIST"))).unwrap();
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("id={id} ")))
+            .unwrap_or_else(|| panic!("client {id} in {list}"));
+        let field = line
+            .split(' ')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='));
+        field
+            .unwrap_or_else(|| panic!("a {name} field in {line}"))
+            .to_owned()
+    }
+
     /// Sends a command as a multibulk.
     pub fn cmd(&mut self, args: &[&[u8]]) {
         let mut out = Vec::new();

@@ -374,16 +374,8 @@ fn one_read_of_commands_queues_no_more_than_the_high_water_mark_of_replies() {
     }
     a.send(&wire);
     let mut b = s.raw();
-    let omem = |b: &mut Raw<std::net::TcpStream>| {
-        let list = String::from_utf8(as_bytes(&b.q("CLIENT LIST"))).unwrap();
-        let line = list
-            .lines()
-            .find(|l| l.starts_with(&format!("id={id} ")))
-            .unwrap_or_else(|| panic!("client {id} in {list}"))
-            .to_owned();
-        let field = line.split(' ').find(|f| f.starts_with("omem=")).unwrap();
-        field["omem=".len()..].parse::<usize>().unwrap()
-    };
+    let omem =
+        |b: &mut Raw<std::net::TcpStream>| b.client_field(id, "omem").parse::<usize>().unwrap();
     assert!(eventually(10, || omem(&mut b) > 0), "replies queued");
     // Settled: the loop has run what it will run before the client reads.
     std::thread::sleep(std::time::Duration::from_millis(200));

@@ -152,16 +152,7 @@ fn queued_commands_run_at_exec_with_redis_replies() {
     // EXEC will fail; shown until EXEC, DISCARD or UNWATCH lets go of the
     // keys (Redis's CLIENT_DIRTY_CAS).
     let id = as_int(&r.q("CLIENT ID"));
-    let flags_of_r = |other: &mut Raw<TcpStream>| {
-        let list = String::from_utf8(as_bytes(&other.q("CLIENT LIST"))).unwrap();
-        let line = list
-            .lines()
-            .find(|l| l.starts_with(&format!("id={id} ")))
-            .unwrap_or_else(|| panic!("client {id} in {list}"))
-            .to_owned();
-        let flags = line.split(' ').find_map(|f| f.strip_prefix("flags="));
-        flags.expect("a flags field").to_owned()
-    };
+    let flags_of_r = |other: &mut Raw<TcpStream>| other.client_field(id, "flags");
     for leave in ["EXEC", "DISCARD", "UNWATCH"] {
         assert_eq!(r.q("WATCH w unchanged"), ok());
         assert_eq!(flags_of_r(&mut other), "N");
