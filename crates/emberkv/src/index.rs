@@ -541,6 +541,18 @@ impl Index {
         live
     }
 
+    /// Keys whose newest record the index counts in segment `segment`,
+    /// over every shard (each shard's lock taken in turn).
+    pub(crate) fn live_keys_in(&self, segment: u64) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let state = shard.writer.lock();
+                state.live_by_segment.get(&segment).map_or(0, |l| l.keys)
+            })
+            .sum()
+    }
+
     /// Begins a round of the expiry sweep over shard `shard`: the
     /// segments holding records of the shard's entries that may have
     /// expired by `now` (Unix ms), ascending (empty when none may), and the
