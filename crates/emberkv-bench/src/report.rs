@@ -295,10 +295,16 @@ impl Metrics {
         }
     }
 
-    /// Whether the numbers could come from a measurement: rates, times and
-    /// latencies not negative, latencies in quantile order. A results file
-    /// edited by hand is checked before `report` renders it (a negative
-    /// rate or a p99 below the median rendered as given).
+    /// Whether the numbers could come from a measurement, so that a
+    /// results file edited by hand is checked before `report` renders it
+    /// (a negative rate, a p99 below the median, a rate of 1e308 shown as
+    /// 18,446,744,073,709,551,615 were rendered as given): rates, times
+    /// and latencies finite and not negative; the latencies and the curve
+    /// in quantile order, below the worst, and the curve agreeing with
+    /// p50, p99 and p99.9; the median rate among the repetitions' rates,
+    /// and the operations over the measured time (an average of the
+    /// repetitions' rates weighted by their windows) between the slowest
+    /// and the fastest repetition.
     pub fn check(&self) -> std::result::Result<(), String> {
         let named = [
             ("elapsed_s", self.elapsed_s),
@@ -317,7 +323,7 @@ impl Metrics {
                     .map(|&(_, us)| ("latency_curve", us)),
             );
         for (name, value) in values {
-            if !(value >= 0.0 && value.is_finite()) {
+            if !value.is_finite() || value.is_sign_negative() {
                 return Err(format!("{name} is {value}"));
             }
         }
@@ -330,12 +336,55 @@ impl Metrics {
                 self.p50_us, self.p99_us, self.p999_us, self.max_us
             ));
         }
-        if self
-            .latency_curve
-            .iter()
-            .any(|&(q, _)| !(0.0..=1.0).contains(&q))
-        {
-            return Err("latency_curve has a quantile outside 0 to 1".into());
+        let mut last = (0.0, 0.0);
+        for &(q, us) in &self.latency_curve {
+            if !(q > last.0 && q <= 1.0 && us >= last.1 && us <= self.max_us) {
+                return Err(format!(
+                    "latency_curve out of order at ({q}, {us} us): quantiles must rise within \
+                     0 to 1, latencies not fall, none above max_us"
+                ));
+            }
+            let stated = match q {
+                0.5 => Some(self.p50_us),
+                0.99 => Some(self.p99_us),
+                0.999 => Some(self.p999_us),
+                _ => None,
+            };
+            if let Some(stated) = stated.filter(|&stated| stated != us) {
+                return Err(format!(
+                    "latency_curve gives {us} us at {q}, the cell's quantile {stated} us"
+                ));
+            }
+            last = (q, us);
+        }
+        if self.ops == 0 {
+            return if self.ops_per_sec == 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{} ops/s from no operations", self.ops_per_sec))
+            };
+        }
+        let reps = &self.rep_ops_per_sec;
+        if reps.is_empty() || self.elapsed_s == 0.0 {
+            return Err("operations without repetitions or measured time".into());
+        }
+        let (slowest, fastest) = reps.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| {
+            (lo.min(r), hi.max(r))
+        });
+        // Rounding in the rates' last digits, not more.
+        let within = |rate: f64| rate >= slowest * 0.999 && rate <= fastest * 1.001;
+        if !within(self.ops_per_sec) {
+            return Err(format!(
+                "ops_per_sec {} is not among the repetitions' ({slowest} to {fastest})",
+                self.ops_per_sec
+            ));
+        }
+        let mean = self.ops as f64 / self.elapsed_s;
+        if !within(mean) {
+            return Err(format!(
+                "{} ops in {} s make {mean} ops/s, outside the repetitions' {slowest} to {fastest}",
+                self.ops, self.elapsed_s
+            ));
         }
         Ok(())
     }
@@ -1035,7 +1084,7 @@ mod tests {
     fn metrics(ops_per_sec: f64, rounds: Option<u32>, completed: Option<bool>) -> Metrics {
         Metrics {
             ops: 1_234,
-            elapsed_s: 2.0,
+            elapsed_s: 1_234.0 / ops_per_sec,
             ops_per_sec,
             rep_ops_per_sec: vec![ops_per_sec],
             p50_us: 1.0,
@@ -1263,16 +1312,32 @@ mod tests {
     #[test]
     fn impossible_numbers_in_a_results_file_are_refused() {
         type Edit = fn(&mut Metrics);
-        let edits: [(&str, Edit); 5] = [
+        let edits: [(&str, Edit); 13] = [
             ("ops_per_sec is -5", |m| m.ops_per_sec = -5.0),
             ("rep_ops_per_sec is -1", |m| m.rep_ops_per_sec = vec![-1.0]),
+            ("p50_us is -0", |m| m.p50_us = -0.0),
             ("latencies out of order", |m| m.p99_us = 0.5),
             ("latency_curve is -2", |m| {
                 m.latency_curve = vec![(0.5, -2.0)]
             }),
-            ("quantile outside 0 to 1", |m| {
+            ("out of order at (2, 1 us)", |m| {
                 m.latency_curve = vec![(2.0, 1.0)]
             }),
+            ("out of order at (0.9, 0.5 us)", |m| {
+                m.latency_curve = vec![(0.5, 1.0), (0.9, 0.5)]
+            }),
+            ("out of order at (0.99, 9 us)", |m| {
+                m.latency_curve = vec![(0.5, 1.0), (0.99, 9.0)]
+            }),
+            ("gives 1.5 us at 0.5", |m| {
+                m.latency_curve = vec![(0.5, 1.5)]
+            }),
+            ("not among the repetitions'", |m| m.ops_per_sec = 1e308),
+            ("not among the repetitions'", |m| {
+                m.rep_ops_per_sec = vec![1.0; 3]
+            }),
+            ("without repetitions", |m| m.rep_ops_per_sec.clear()),
+            ("outside the repetitions'", |m| m.elapsed_s = 1e-6),
         ];
         for (why, edit) in edits {
             let dir = tempfile::tempdir().unwrap();
