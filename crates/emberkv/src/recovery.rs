@@ -104,8 +104,8 @@ impl Chunk {
     }
 
     /// Loads `addr..addr + want` through its segment's map, the chunk then
-    /// holding the segment from its start; `false` (the chunk unchanged)
-    /// when that cannot be done.
+    /// holding the segment from its start; `false` when that cannot be
+    /// done, the chunk then holding no segment through a map.
     fn load_mapped(&mut self, storage: &Segments, addr: u64, want: usize) -> bool {
         let seg = storage.segment_of(addr);
         if self.mapped.as_ref().is_none_or(|m| m.seg() != seg) {
@@ -158,10 +158,10 @@ impl Chunk {
             return Ok(false);
         }
         let want = len.max(self.window).min((end - addr) as usize);
+        // A failed `load_mapped` has let its segment go.
         if self.maps && self.load_mapped(storage, addr, want) {
             return Ok(self.holds(addr, len));
         }
-        self.release();
         if self.bytes.len() < want {
             self.bytes.resize(want, 0);
         }

@@ -211,13 +211,12 @@ impl Segment {
         // SAFETY: the map is only ever read (by gets, point reads and
         // compaction's scans of sealed segments, `MappedSegment`), and
         // only below `written` bytes, which the file holds for as long as
-        // it is open: the store
-        // shrinks an open segment's file only in `cut`, which lowers
-        // `written` first; it cuts below the bytes written only in
-        // `truncate`, in recovery, whose mapped reads (re-reads of keys of
-        // records already replayed) all lie below the cut, and otherwise
-        // only what was allocated ahead of them (the module's docs say what
-        // lies outside the store's control).
+        // it is open: the store shrinks an open segment's file only in
+        // `cut`, which lowers `written` first; it cuts below the bytes
+        // written only in `truncate`, in recovery, whose mapped reads
+        // (re-reads of keys of records already replayed) all lie below the
+        // cut, and otherwise only what was allocated ahead of them (the
+        // module's docs say what lies outside the store's control).
         let map = map_bytes
             .and_then(|len| usize::try_from(len).ok())
             .and_then(|len| unsafe { MmapOptions::new().len(len).map(&file) }.ok());
