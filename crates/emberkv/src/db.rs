@@ -107,6 +107,18 @@ impl Current {
     }
 }
 
+/// What a record that failed its checksum is to a probe for a key (see
+/// [`Core::judge_damaged`]).
+enum Damaged {
+    /// The key's own newest record: a write that does not read the old
+    /// value replaces it; a read fails with the damage.
+    Ours(Current),
+    /// Another key's record: the probe goes on past it.
+    Other,
+    /// Cannot tell: the probe fails with the damage.
+    Unknown,
+}
+
 /// The state shared by a [`Db`] and its background threads, and the read
 /// and write paths over it.
 pub(crate) struct Core {
@@ -238,10 +250,17 @@ impl Core {
             let mut now = None;
             let found = self.index.find(hash, |addr| {
                 let now_ms = || *now.get_or_insert_with(clock::now_ms);
-                Ok(match self.log.read_value(addr, key, out, now_ms)? {
-                    Found::Other => None,
-                    Found::Dead => Some(None),
-                    Found::Live { expires_at } => Some(Some(expires_at)),
+                Ok(match self.log.read_value(addr, key, out, now_ms) {
+                    Ok(Found::Other) => None,
+                    Ok(Found::Dead) => Some(None),
+                    Ok(Found::Live { expires_at }) => Some(Some(expires_at)),
+                    Err(e @ Error::Corruption { .. }) => {
+                        match self.judge_damaged(addr, key, hash) {
+                            Damaged::Other => None,
+                            Damaged::Ours(_) | Damaged::Unknown => return Err(e),
+                        }
+                    }
+                    Err(e) => return Err(e),
                 })
             });
             match found {
@@ -466,15 +485,58 @@ impl Core {
                     }
                     Ok(true)
                 };
-                if verify_resident {
-                    self.log.with_record(addr, &mut scratch, check)?
+                let found = if verify_resident {
+                    self.log.with_record(addr, &mut scratch, check)
                 } else {
-                    self.log.with_record_key(addr, &mut scratch, check)?
+                    self.log.with_record_key(addr, &mut scratch, check)
+                };
+                match found {
+                    // A write that does not read the old value replaces a
+                    // damaged record of its key; one that does cannot.
+                    Err(e @ Error::Corruption { .. }) => {
+                        match self.judge_damaged(addr, key, hash) {
+                            Damaged::Ours(c) if !verify_resident => {
+                                current = Some(c);
+                                Ok(true)
+                            }
+                            Damaged::Other => Ok(false),
+                            Damaged::Ours(_) | Damaged::Unknown => Err(e),
+                        }
+                    }
+                    found => found?,
                 }
             },
             |addrs, out| self.log.key_hashes(addrs, out, |key| self.hasher.hash(key)),
         )?;
         Ok((slot, current))
+    }
+
+    /// What the record at `addr`, which failed its checksum, is to a probe
+    /// for `key` (of hash `hash`), judged from the key its bytes name: that
+    /// key is `key` ([`Damaged::Ours`]); or another whose hash shares the
+    /// probe's shard and entry tag, so its record was met by a tag
+    /// collision ([`Damaged::Other`], a chance of 1 in 65,536 per probed
+    /// entry); or neither, the damage being in its key or header
+    /// ([`Damaged::Unknown`]).
+    fn judge_damaged(&self, addr: u64, key: &[u8], hash: u64) -> Damaged {
+        let mut scratch = Vec::new();
+        let judged = self.log.with_unverified_record(addr, &mut scratch, |r| {
+            if r.key == key {
+                Damaged::Ours(Current {
+                    addr,
+                    record_bytes: r.header.total_len() as u64,
+                    logical_bytes: (r.key.len() + r.header.value_len) as u64,
+                    // Unknown, as the rest of the record: live until
+                    // replaced, never expired by the sweep.
+                    expires_at: None,
+                })
+            } else if crate::index::share_entries(self.hasher.hash(r.key), hash) {
+                Damaged::Other
+            } else {
+                Damaged::Unknown
+            }
+        });
+        judged.unwrap_or(Damaged::Unknown)
     }
 
     /// Counts the record just written at `addr` as live.
@@ -815,7 +877,11 @@ impl Db {
     /// refuses writes with [`Error::Closed`] until it is reopened. A write
     /// that returned an I/O error may still have taken effect: it is
     /// visible, and the next successful flush makes it durable (a crash or
-    /// failed close before that loses it).
+    /// failed close before that loses it). [`Error::Corruption`] when a
+    /// damaged record on disk (one open did not read) cannot be told to be
+    /// this key's or another's: damage in its key or header. A record
+    /// damaged elsewhere (its value) is replaced, or passed by when it is
+    /// another key's.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put(key, value, None)
     }
@@ -1764,7 +1830,9 @@ mod tests {
     /// marks and names that segment too (a review: the pass used to blame
     /// only the segment it compacted). Every key here has the same hash;
     /// segment 0 holds the damaged record and no garbage, segment 1 a
-    /// removed key's tombstone, which compaction looks up.
+    /// removed key's tombstone, which compaction looks up. The damage is
+    /// in the record's header, so that its key cannot be read (a damaged
+    /// value leaves a key that tells the lookup the record is another's).
     #[test]
     fn compaction_names_the_segment_whose_record_a_lookup_found_damaged() {
         let dir = tempfile::tempdir().unwrap();
@@ -1788,15 +1856,62 @@ mod tests {
         assert_eq!(storage.segment_of(db.core().log.tail()), 2);
         let seg0 = storage.path(0);
         db.close().unwrap();
-        // A byte of the victim's value: the first record of segment 0.
+        // A reserved byte of the victim's header (the first record of
+        // segment 0), which must be zero.
         let mut bytes = std::fs::read(&seg0).unwrap();
-        bytes[64 + 16 + 6 + 1000] ^= 0x01;
+        bytes[64 + 5] ^= 0x01;
         std::fs::write(&seg0, &bytes).unwrap();
         let db = open();
         let report = db.compact().unwrap();
         assert_eq!(report.damaged, vec![1, 0], "{report:?}");
         assert_eq!(report.segments, 0, "{report:?}");
         assert!(db.compact().unwrap().damaged.is_empty());
+    }
+
+    /// A probe for one key reads the records of keys whose hashes share
+    /// its entry tag; one of them damaged in its value names its key, so
+    /// gets, writes and compaction's lookups of the other keys go past it
+    /// (they failed with `Corruption` before). Every key here has the same
+    /// hash, and the damaged record is probed first.
+    #[test]
+    fn a_damaged_record_of_another_key_is_passed_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let options = Options::default()
+                .segment_bytes(1 << 20)
+                .compaction_garbage(None);
+            Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 0)).unwrap()
+        };
+        let big = vec![7u8; 300 << 10];
+        let db = open();
+        for key in [&b"victim"[..], b"f1", b"f2", b"b", b"f3"] {
+            db.insert(key, &big).unwrap();
+        }
+        assert!(db.remove(b"b").unwrap());
+        let seg0 = db.core().log.storage().path(0);
+        db.close().unwrap();
+        // A byte of the victim's value: the first record of segment 0.
+        let mut bytes = std::fs::read(&seg0).unwrap();
+        bytes[64 + 16 + 6 + 1000] ^= 0x01;
+        std::fs::write(&seg0, &bytes).unwrap();
+        let db = open();
+        let corrupt = |r: Result<Option<Vec<u8>>>| matches!(r, Err(Error::Corruption { .. }));
+        assert!(corrupt(db.get(b"victim")));
+        assert_eq!(db.get(b"f1").unwrap().unwrap(), big);
+        assert_eq!(db.get(b"b").unwrap(), None);
+        assert_eq!(db.get(b"absent").unwrap(), None);
+        db.insert(b"f2", b"two").unwrap();
+        db.insert(b"new", b"new").unwrap();
+        assert!(db.remove(b"f3").unwrap());
+        // Only segment 0's own scan meets the damage.
+        let report = db.compact().unwrap();
+        assert_eq!((report.segments, report.damaged.clone()), (1, vec![0]));
+        assert!(corrupt(db.get(b"victim")));
+        assert_eq!(db.get(b"f1").unwrap().unwrap(), big);
+        assert_eq!(db.get(b"f2").unwrap().unwrap(), b"two");
+        assert_eq!(db.get(b"f3").unwrap(), None);
+        assert_eq!(db.get(b"new").unwrap().unwrap(), b"new");
+        assert_eq!(db.len(), 4);
     }
 
     /// Regression (a review, 2026-12-02): `clear` appended a shard's

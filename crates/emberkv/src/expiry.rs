@@ -488,13 +488,15 @@ mod tests {
         assert_eq!(storage.segment_of(db.core().log.tail()), 1);
         let path = storage.path(0);
         db.close().unwrap();
-        // A byte of the victim's value: the first record of segment 0.
+        // A reserved byte of the victim's header (the first record of
+        // segment 0), which must be zero: its key cannot be read, so the
+        // probe cannot tell the record is another key's.
         let seg0 = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .unwrap();
-        let at = 64 + 16 + 6 + 1000;
+        let at = 64 + 5;
         let mut byte = [0u8];
         seg0.read_exact_at(&mut byte, at).unwrap();
         seg0.write_all_at(&[byte[0] ^ 1], at).unwrap();

@@ -181,6 +181,14 @@ pub(crate) fn shard_of(hash: u64) -> usize {
     (hash >> (64 - SHARD_BITS)) as usize
 }
 
+/// Whether keys of hashes `a` and `b` share an index shard and an entry's
+/// tag: a probe for one then reads the other's records. A damaged record
+/// whose key's hash does not share them with its entry's key has a damaged
+/// key (or header), since entries are made from their keys' hashes.
+pub(crate) fn share_entries(a: u64, b: u64) -> bool {
+    shard_of(a) == shard_of(b) && tag_of(a) == tag_of(b)
+}
+
 fn tag_of(hash: u64) -> u64 {
     (hash >> 32) & 0xFFFF
 }
@@ -1044,6 +1052,17 @@ impl ShardWriter<'_> {
                 let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
                 let mut hashes = vec![0; addrs.len()];
                 key_hashes(&addrs, &mut hashes)?;
+                // A damaged record's hash is of the key its bytes name
+                // (`Log::key_hashes`): one that disagrees with its entry
+                // would be placed where its key is never looked for.
+                for ((&e, &hash), &addr) in entries.iter().zip(&hashes).zip(&addrs) {
+                    if shard_of(hash) != self.number || tag_of(hash) != entry_tag(e) {
+                        return Err(Error::corruption(
+                            addr,
+                            "damaged record: its key does not match its index entry",
+                        ));
+                    }
+                }
                 (entries, hashes)
             }
         };

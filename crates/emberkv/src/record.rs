@@ -311,6 +311,16 @@ impl<'a> Record<'a> {
         Ok(record)
     }
 
+    /// Splits the non-pad record held whole at the start of `bytes` as its
+    /// header states, its checksum unchecked: for a record that failed
+    /// [`Record::verify`], to read which key its bytes name (see
+    /// `Core::judge_damaged`). Nothing in it may be returned as data.
+    /// `None` for a pad or a buffer shorter than the record.
+    pub(crate) fn unverified(header: Header, bytes: &'a [u8]) -> Option<Record<'a>> {
+        (!header.is_pad() && bytes.len() >= header.total_len())
+            .then(|| Record::verified(header, bytes))
+    }
+
     /// Splits a non-pad record held whole at the start of `bytes` whose
     /// checksum [`Record::verify`] has already checked (replay verifies each
     /// record as it scans, then applies it from the same buffer).

@@ -972,6 +972,24 @@ impl Log {
         self.with_record_checked(addr, scratch, Verify::Always, f)
     }
 
+    /// Calls `f` with the cold record at `addr` as its bytes stand, its
+    /// checksum unchecked ([`Record::unverified`]): for a record that
+    /// failed its checksum, to read which key its bytes name. `None` when
+    /// the record is resident (its bytes never came from a file, so it
+    /// fails no checksum), or its header is invalid, or it cannot be read.
+    pub(crate) fn with_unverified_record<T>(
+        &self,
+        addr: u64,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&Record<'_>) -> T,
+    ) -> Option<T> {
+        if self.pages.load().resident(addr).is_some() {
+            return None;
+        }
+        let header = fetch_cold(&self.storage, addr, scratch).ok()?;
+        Record::unverified(header, scratch).map(|r| f(&r))
+    }
+
     /// The expiry recorded in the first bytes of the cold record at `addr`,
     /// unchecked ([`crate::record::peek_expiry`]; read through the
     /// segment's map, or 24 bytes read): `None` when the record is
@@ -1103,7 +1121,17 @@ impl Log {
                     .filter_map(|(&addr, cold)| cold.then_some(addr)),
             );
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
-                *h = self.with_record_key(addr, &mut scratch, |r| hash(r.key))?;
+                *h = match self.with_record_key(addr, &mut scratch, |r| hash(r.key)) {
+                    // A damaged record: the key its bytes name. The growing
+                    // shard keeps the entry only if that key's hash agrees
+                    // with it (`ShardWriter::rebuild`), as it does unless
+                    // the damage is in the key or the header; else the
+                    // growth fails with this error, as it always did.
+                    Err(e @ Error::Corruption { .. }) => self
+                        .with_unverified_record(addr, &mut scratch, |r| hash(r.key))
+                        .ok_or(e)?,
+                    h => h?,
+                };
             }
         }
         Ok(())
@@ -2016,8 +2044,11 @@ pub(crate) mod tests {
         }
     }
 
+    /// A damaged cold record's hash is of the key its bytes name (the
+    /// growing index checks it against its entry); one whose header does
+    /// not parse fails.
     #[test]
-    fn key_hashes_report_a_damaged_cold_record() {
+    fn key_hashes_read_a_damaged_cold_record_s_key_as_it_stands() {
         let dir = tempfile::tempdir().unwrap();
         let log = log_in(dir.path(), 22, 4 << 20, 0);
         let first = append_at(&log, 0, &[7; 1000]);
@@ -2031,11 +2062,25 @@ pub(crate) mod tests {
             .write(true)
             .open(log.storage.path(seg))
             .unwrap();
+        let key_len = log
+            .with_record_key(first, &mut Vec::new(), |r| r.key.len())
+            .unwrap();
         // A byte of the value: the header and key still parse.
-        let pos = first - log.storage.segment_start(seg) + HEADER_BYTES as u64 + 504;
+        let start = first - log.storage.segment_start(seg);
+        let pos = start + HEADER_BYTES as u64 + 504;
         std::os::unix::fs::FileExt::write_at(&file, &[8], pos).unwrap();
+        assert!(matches!(
+            log.with_record_key(first, &mut Vec::new(), |_| ()),
+            Err(Error::Corruption { .. })
+        ));
+        let mut out = [0];
+        log.key_hashes(&[first], &mut out, |k| k.len() as u64)
+            .unwrap();
+        assert_eq!(out[0], key_len as u64);
+        // A reserved byte of the header, which must be zero.
+        std::os::unix::fs::FileExt::write_at(&file, &[1], start + 5).unwrap();
         let err = log
-            .key_hashes(&[first], &mut [0], |k| k.len() as u64)
+            .key_hashes(&[first], &mut out, |k| k.len() as u64)
             .unwrap_err();
         assert!(matches!(err, Error::Corruption { .. }), "{err}");
     }
