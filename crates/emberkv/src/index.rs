@@ -171,6 +171,23 @@ fn home(hash: u64, len: usize) -> usize {
     (((hash & 0xFFFF_FFFF) * len as u64) >> 32) as usize
 }
 
+/// Whether a probe from slot `from` of `table` reaches slot `to` before
+/// an empty slot.
+fn reaches(table: &Table, from: usize, to: usize) -> bool {
+    let len = table.slots.len();
+    let mut i = from;
+    for _ in 0..len {
+        if i == to {
+            return true;
+        }
+        if table.slots[i].load(Ordering::Relaxed) == EMPTY {
+            return false;
+        }
+        i = next(i, len);
+    }
+    false
+}
+
 /// The slot after `i` in a table of `len` slots, wrapping.
 fn next(i: usize, len: usize) -> usize {
     if i + 1 == len { 0 } else { i + 1 }
@@ -857,6 +874,38 @@ impl ShardWriter<'_> {
         unreachable!("a table is never full: it grows at 7/8")
     }
 
+    /// Makes room for `keys` new keys: rebuilds the table now, larger if
+    /// need be, unless that many can be added with no growth and none
+    /// needed after them. A write of many keys that appends its records
+    /// first calls this before appending, so that finding their slots
+    /// afterwards never grows the table: a growth can fail (a damaged
+    /// record's key cannot be rehashed), and failing there would leave the
+    /// write half indexed. `key_hashes` as for [`ShardWriter::slot`].
+    ///
+    /// # Errors
+    /// As `key_hashes`, or [`Error::Corruption`] for a damaged record whose
+    /// key cannot be told (see `ShardWriter::rebuild`); the table is then
+    /// unchanged.
+    pub(crate) fn reserve(
+        &mut self,
+        keys: usize,
+        key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
+    ) -> Result<()> {
+        let mut len = self.table.slots.len();
+        if self.state.used + keys < max_used(len) {
+            return Ok(());
+        }
+        let live = self.shard.live.load(Ordering::Relaxed);
+        while live + keys >= max_used(len) {
+            len = if self.state.keep_homes {
+                table_len(len * 2)
+            } else {
+                grown_len(len)
+            };
+        }
+        self.rebuild(len, key_hashes)
+    }
+
     /// Points the key of hash `hash` at `addr`: overwrites an occupied slot
     /// or fills a vacant one found by [`ShardWriter::slot`] for that key on
     /// this writer, with no other change to the shard in between.
@@ -1043,20 +1092,28 @@ impl ShardWriter<'_> {
                     .unzip()
             }
             None => {
-                let entries: Vec<u64> = old
+                let (slots, entries): (Vec<usize>, Vec<u64>) = old
                     .slots
                     .iter()
                     .map(|s| s.load(Ordering::Relaxed))
-                    .filter(|&e| e != EMPTY && e != DELETED)
-                    .collect();
+                    .enumerate()
+                    .filter(|&(_, e)| e != EMPTY && e != DELETED)
+                    .unzip();
                 let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
                 let mut hashes = vec![0; addrs.len()];
                 key_hashes(&addrs, &mut hashes)?;
                 // A damaged record's hash is of the key its bytes name
                 // (`Log::key_hashes`): one that disagrees with its entry
-                // would be placed where its key is never looked for.
-                for ((&e, &hash), &addr) in entries.iter().zip(&hashes).zip(&addrs) {
-                    if shard_of(hash) != self.number || tag_of(hash) != entry_tag(e) {
+                // (shard, tag, or a home slot from which a probe does not
+                // reach it) would be placed where its key is never looked
+                // for. A sound record's always agrees.
+                for (((&e, &hash), &addr), &slot) in
+                    entries.iter().zip(&hashes).zip(&addrs).zip(&slots)
+                {
+                    if shard_of(hash) != self.number
+                        || tag_of(hash) != entry_tag(e)
+                        || !reaches(old, home(hash, old.slots.len()), slot)
+                    {
                         return Err(Error::corruption(
                             addr,
                             "damaged record: its key does not match its index entry",
