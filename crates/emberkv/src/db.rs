@@ -1899,12 +1899,7 @@ mod tests {
     #[test]
     fn compaction_names_the_segment_whose_record_a_lookup_found_damaged() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || {
-            let options = Options::default()
-                .segment_bytes(1 << 20)
-                .compaction_garbage(None);
-            Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 0)).unwrap()
-        };
+        let open = || open_hashed(dir.path(), KeyHasher::colliding(7, 0));
         // Three of these fill a 1 MiB segment.
         let big = vec![7u8; 300 << 10];
         let db = open();
@@ -1939,12 +1934,7 @@ mod tests {
     #[test]
     fn a_damaged_record_of_another_key_is_passed_by() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || {
-            let options = Options::default()
-                .segment_bytes(1 << 20)
-                .compaction_garbage(None);
-            Db::open_with(dir.path(), options, |s| KeyHasher::colliding(s, 0)).unwrap()
-        };
+        let open = || open_hashed(dir.path(), KeyHasher::colliding(7, 0));
         let big = vec![7u8; 300 << 10];
         let db = open();
         for key in [&b"victim"[..], b"f1", b"f2", b"b", b"f3"] {
@@ -1989,13 +1979,7 @@ mod tests {
         second: &[u8],
         damage: &[u8],
     ) -> Db {
-        let open = || {
-            let options = Options::default()
-                .segment_bytes(1 << 20)
-                .compaction_garbage(None);
-            Db::open_with(dir, options, |_| hasher).unwrap()
-        };
-        let db = open();
+        let db = open_hashed(dir, hasher);
         for key in [first, second] {
             db.insert(key, &[&b"value-of-"[..], key].concat()).unwrap();
         }
@@ -2008,7 +1992,16 @@ mod tests {
         assert_eq!(&bytes[64 + 16..][..first.len()], first);
         bytes[64 + 16..][..damage.len()].copy_from_slice(damage);
         std::fs::write(&seg0, &bytes).unwrap();
-        open()
+        open_hashed(dir, hasher)
+    }
+
+    /// Opens `dir` with 1 MiB segments, no background compaction, and
+    /// `hasher` whatever the store's seed.
+    fn open_hashed(dir: &Path, hasher: KeyHasher) -> Db {
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        Db::open_with(dir, options, |_| hasher).unwrap()
     }
 
     /// Damage that turns one key (`k1`) into another that is indexed with
@@ -2037,10 +2030,7 @@ mod tests {
         };
         check(&db);
         db.close().unwrap();
-        let options = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None);
-        check(&Db::open_with(dir.path(), options, |_| hasher).unwrap());
+        check(&open_hashed(dir.path(), hasher));
     }
 
     /// Damage that turns a key into one whose hash shares its shard and
@@ -2089,10 +2079,7 @@ mod tests {
                 let file = file.unwrap();
                 std::fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
             }
-            let options = Options::default()
-                .segment_bytes(1 << 20)
-                .compaction_garbage(None);
-            let db = Db::open_with(dir.path(), options, |_| hasher).unwrap();
+            let db = open_hashed(dir.path(), hasher);
             (dir, db)
         };
         let key = |i: usize| format!("new/{i}").into_bytes();
@@ -2118,10 +2105,7 @@ mod tests {
         };
         check(&db);
         db.close().unwrap();
-        let options = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None);
-        check(&Db::open_with(dir.path(), options, |_| hasher).unwrap());
+        check(&open_hashed(dir.path(), hasher));
     }
 
     /// Regression (a review, 2026-12-02): `clear` appended a shard's
