@@ -171,21 +171,30 @@ fn home(hash: u64, len: usize) -> usize {
     (((hash & 0xFFFF_FFFF) * len as u64) >> 32) as usize
 }
 
-/// Whether a probe from slot `from` of `table` reaches slot `to` before
-/// an empty slot.
-fn reaches(table: &Table, from: usize, to: usize) -> bool {
+/// Where the run of occupied (or deleted) slots holding slot `i` of
+/// `table` starts: `i` itself when the slot before it is empty. A table
+/// always has an empty slot (it grows at 7/8), so this ends.
+fn run_start(table: &Table, i: usize) -> usize {
     let len = table.slots.len();
-    let mut i = from;
+    let mut start = i;
     for _ in 0..len {
-        if i == to {
-            return true;
+        let before = if start == 0 { len - 1 } else { start - 1 };
+        if table.slots[before].load(Ordering::Relaxed) == EMPTY {
+            break;
         }
-        if table.slots[i].load(Ordering::Relaxed) == EMPTY {
-            return false;
-        }
-        i = next(i, len);
+        start = before;
     }
-    false
+    start
+}
+
+/// Whether slot `h` lies in the run from slot `run` to slot `slot`,
+/// wrapping past the table's end when `run` is after `slot`.
+fn within(h: usize, run: usize, slot: usize) -> bool {
+    if run <= slot {
+        run <= h && h <= slot
+    } else {
+        h >= run || h <= slot
+    }
 }
 
 /// The slot after `i` in a table of `len` slots, wrapping.
@@ -1091,53 +1100,8 @@ impl ShardWriter<'_> {
         let old = &self.table;
         let new = Table::new(len, old.generation.wrapping_add(1));
         let base = self.base.load();
-        // Entries placed by hash, and those placed by their run.
-        let mut orphans = Vec::new();
-        let (entries, hashes): (Vec<u64>, Vec<u64>) = match &self.state.homes {
-            // Each entry's home bits, kept while a replay fills the index.
-            Some(homes) => {
-                assert_eq!(homes.len(), old.slots.len(), "one home per slot");
-                old.slots
-                    .iter()
-                    .zip(homes)
-                    .map(|(s, &h)| (s.load(Ordering::Relaxed), u64::from(h)))
-                    .filter(|&(e, _)| e != EMPTY && e != DELETED)
-                    .unzip()
-            }
-            None => {
-                let (slots, entries): (Vec<usize>, Vec<u64>) = old
-                    .slots
-                    .iter()
-                    .map(|s| s.load(Ordering::Relaxed))
-                    .enumerate()
-                    .filter(|&(_, e)| e != EMPTY && e != DELETED)
-                    .unzip();
-                let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
-                let mut hashes = vec![None; addrs.len()];
-                key_hashes(&addrs, &mut hashes)?;
-                // A damaged record's hash is of the key its bytes name
-                // (`Log::key_hashes`): one that disagrees with its entry
-                // would be placed where its key is never looked for. A
-                // sound record's always agrees.
-                let mut placed = (Vec::new(), Vec::new());
-                for ((&e, hash), &slot) in entries.iter().zip(hashes).zip(&slots) {
-                    match hash.filter(|&hash| {
-                        shard_of(hash) == self.number
-                            && tag_of(hash) == entry_tag(e)
-                            && reaches(old, home(hash, old.slots.len()), slot)
-                    }) {
-                        Some(hash) => {
-                            placed.0.push(e);
-                            placed.1.push(hash);
-                        }
-                        None => orphans.push((e, slot)),
-                    }
-                }
-                placed
-            }
-        };
         let mut homes = self.state.keep_homes.then(|| vec![0; len]);
-        for (&e, &hash) in entries.iter().zip(&hashes) {
+        let mut place = |e: u64, hash: u64| {
             let mut i = home(hash, len);
             while new.slots[i].load(Ordering::Relaxed) != EMPTY {
                 i = next(i, len);
@@ -1146,12 +1110,67 @@ impl ShardWriter<'_> {
             if let Some(homes) = &mut homes {
                 homes[i] = hash as u32;
             }
+        };
+        // Entries whose keys cannot be told, placed by their run after the
+        // others.
+        let mut orphans = Vec::new();
+        match &self.state.homes {
+            // Each entry's home bits, kept while a replay fills the index.
+            Some(kept) => {
+                assert_eq!(kept.len(), old.slots.len(), "one home per slot");
+                for (s, &h) in old.slots.iter().zip(kept) {
+                    let e = s.load(Ordering::Relaxed);
+                    if e != EMPTY && e != DELETED {
+                        place(e, u64::from(h));
+                    }
+                }
+            }
+            None => {
+                // Each entry, its slot, and where the run holding it starts
+                // (its home lies between the two: a probe never crosses an
+                // empty slot).
+                let (mut slots, mut entries, mut runs) = (
+                    Vec::with_capacity(live),
+                    Vec::with_capacity(live),
+                    Vec::with_capacity(live),
+                );
+                let mut run = run_start(old, 0);
+                for (i, s) in old.slots.iter().enumerate() {
+                    match s.load(Ordering::Relaxed) {
+                        EMPTY => run = i + 1,
+                        DELETED => {}
+                        e => {
+                            slots.push(i);
+                            entries.push(e);
+                            runs.push(run);
+                        }
+                    }
+                }
+                let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
+                let mut hashes = vec![None; addrs.len()];
+                key_hashes(&addrs, &mut hashes)?;
+                // A damaged record's hash is of the key its bytes name
+                // (`Log::key_hashes`): one that disagrees with its entry
+                // would be placed where its key is never looked for. A
+                // sound record's always agrees.
+                for (((&e, hash), &slot), &run) in entries.iter().zip(hashes).zip(&slots).zip(&runs)
+                {
+                    match hash.filter(|&hash| {
+                        shard_of(hash) == self.number
+                            && tag_of(hash) == entry_tag(e)
+                            && within(home(hash, old.slots.len()), run, slot)
+                    }) {
+                        Some(hash) => place(e, hash),
+                        None => orphans.push((e, run, slot)),
+                    }
+                }
+            }
         }
         let mut used = live;
-        for &(e, slot) in &orphans {
+        for &(e, run, slot) in &orphans {
             // Never past 7/8 full: a table needs empty slots to end probes.
             let room = max_used(len).saturating_sub(used + 1);
-            used += place_by_run(old, slot, &new, e, room).ok_or_else(|| {
+            used += place_by_run(old.slots.len(), run, slot, &new, e, room).ok_or_else(|| {
                 Error::corruption(
                     entry_addr(e, base),
                     "damaged record: its key cannot be read to rehash it",
@@ -1168,30 +1187,29 @@ impl ShardWriter<'_> {
     }
 }
 
-/// Places entry `e`, found at slot `slot` of `old`, in `new` without its
-/// key's hash, so that a probe of `new` from any home slot its key can
-/// have reaches it: that home lies in `old` between the start of the run
-/// holding `slot` and `slot` itself (a probe never crosses an empty slot),
-/// so in `new` between the least and the greatest home slot those map to
-/// ([`home`] is monotone in the hash). The empty slots of that range are
-/// marked deleted (a probe goes past those) and the entry goes in the
-/// first empty slot from the range's end. Returns the slots marked
-/// deleted, for the table's `used` count (the entry is counted live
-/// already); `None` when that would be more than `room` (the caller then
-/// drops `new`).
-fn place_by_run(old: &Table, slot: usize, new: &Table, e: u64, room: usize) -> Option<usize> {
-    let (old_len, len) = (old.slots.len(), new.slots.len());
-    let mut start = slot;
-    for _ in 0..old_len {
-        let before = if start == 0 { old_len - 1 } else { start - 1 };
-        if old.slots[before].load(Ordering::Relaxed) == EMPTY {
-            break;
-        }
-        start = before;
-    }
-    // The least and greatest low 32 hash bits with home `a` in `old`.
+/// Places entry `e`, found at slot `slot` of a table of `old_len` slots
+/// in a run starting at slot `run`, in `new` without its key's hash, so
+/// that a probe of `new` from any home slot its key can have reaches it:
+/// that home lies in the old table between `run` and `slot` (a probe
+/// never crosses an empty slot), so in `new` between the least and the
+/// greatest home slot those map to ([`home`] is monotone in the hash).
+/// The empty slots of that range are marked deleted (a probe goes past
+/// those) and the entry goes in the first empty slot from the range's
+/// end. Returns the slots marked deleted, for the table's `used` count
+/// (the entry is counted live already); `None` when that would be more
+/// than `room` (the caller then drops `new`).
+fn place_by_run(
+    old_len: usize,
+    run: usize,
+    slot: usize,
+    new: &Table,
+    e: u64,
+    room: usize,
+) -> Option<usize> {
+    let len = new.slots.len();
+    // The least low 32 hash bits with home `a` in the old table.
     let least = |a: usize| ((a as u64) << 32).div_ceil(old_len as u64);
-    let first = home(least(start), len);
+    let first = home(least(run), len);
     let last = home(least(slot + 1) - 1, len);
     let mut taken = 0;
     let mut i = first;
