@@ -652,8 +652,9 @@ impl Core {
             plan.push((current, write));
         }
         // Room in each shard for the batch's new keys, made before the
-        // append: a table that had to grow in phase 3 could fail (an I/O
-        // error reading a record back) and leave the batch half indexed.
+        // append: a table that had to grow in phase 3 could fail (a damaged
+        // record whose key cannot be rehashed) and leave the batch half
+        // indexed.
         let mut new_keys = vec![0; shards.len()];
         for ((op, &hash), (current, _)) in ops.iter().zip(&hashes).zip(&plan) {
             if op.value().is_some() && current.is_none() {
@@ -2049,50 +2050,58 @@ mod tests {
         assert_eq!(db.get(other).unwrap().unwrap(), b"value-of-another-key");
     }
 
-    /// A shard holding a record whose key cannot be read (damage in its
-    /// header) still grows, for single inserts and batches: the entry is
-    /// placed where its probes still reach it (`index::place_by_run`), so
-    /// that its key still reads as damaged. Before, every growth of the
-    /// shard failed, and with it every new key once the shard was full
-    /// (and, found by a review, a batch whose growth came after its append
-    /// was left half applied). Every key here falls in shard 0, with its
-    /// own tag (a hasher keeping the 48 low bits).
+    /// A batch whose shard must grow to take its new keys, over a record
+    /// whose key cannot be read (damage in its header), fails before it
+    /// appends anything (found by a review: the growth came between the
+    /// batch's first and second key, after the append, and the batch was
+    /// left half applied). Every key here falls in shard 0, with its own
+    /// tag (a hasher keeping the 48 low bits).
     #[test]
-    fn a_shard_holding_a_record_whose_key_cannot_be_read_still_grows() {
-        let dir = tempfile::tempdir().unwrap();
+    fn a_batch_whose_shard_cannot_grow_writes_nothing() {
+        let template = tempfile::tempdir().unwrap();
         let hasher = KeyHasher::colliding(7, 48);
+        // The key left as it is; then a reserved byte of its header, which
+        // must be zero.
         drop(store_with_a_damaged_key(
-            dir.path(),
+            template.path(),
             hasher,
             b"victim",
             b"other",
             b"victim",
         ));
-        // A reserved byte of the victim's header, which must be zero.
-        let seg0 = dir.path().join("000000000000.seg");
+        let seg0 = template.path().join("000000000000.seg");
         let mut bytes = std::fs::read(&seg0).unwrap();
         bytes[64 + 5] ^= 1;
         std::fs::write(&seg0, &bytes).unwrap();
-        let db = open_hashed(dir.path(), hasher);
-        let key = |i: u32| format!("new/{i}").into_bytes();
-        for i in 0..5_000 {
+        let copy = || {
+            let dir = tempfile::tempdir().unwrap();
+            for file in std::fs::read_dir(template.path()).unwrap() {
+                let file = file.unwrap();
+                std::fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
+            }
+            let db = open_hashed(dir.path(), hasher);
+            (dir, db)
+        };
+        let key = |i: usize| format!("new/{i}").into_bytes();
+        // How many new keys the shard takes before it must grow.
+        let (_dir, db) = copy();
+        let room = (0..10_000)
+            .position(|i| db.insert(&key(i), b"x").is_err())
+            .unwrap();
+        assert!(room > 2, "{room}");
+        let (dir, db) = copy();
+        for i in 0..room - 1 {
             db.insert(&key(i), b"x").unwrap();
         }
-        for i in (5_000..6_000).step_by(2) {
-            let mut batch = WriteBatch::new();
-            batch.insert(&key(i), b"b").insert(&key(i + 1), b"b");
-            db.apply_batch(&batch).unwrap();
-        }
-        let corrupt = |r: Result<Option<Vec<u8>>>| matches!(r, Err(Error::Corruption { .. }));
+        let before = db.len();
+        let mut batch = WriteBatch::new();
+        batch.insert(b"batch-a", b"a").insert(b"batch-b", b"b");
+        let err = db.apply_batch(&batch).unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
         let check = |db: &Db| {
-            assert!(corrupt(db.get(b"victim")));
-            assert!(corrupt(db.insert(b"victim", b"new").map(|()| None)));
-            assert_eq!(db.get(b"other").unwrap().unwrap(), b"value-of-other");
-            for i in 0..6_000 {
-                let value: &[u8] = if i < 5_000 { b"x" } else { b"b" };
-                assert_eq!(db.get(&key(i)).unwrap().unwrap(), value, "key {i}");
-            }
-            assert_eq!(db.len(), 6_006);
+            assert_eq!(db.get(b"batch-a").unwrap(), None);
+            assert_eq!(db.get(b"batch-b").unwrap(), None);
+            assert_eq!(db.len(), before);
         };
         check(&db);
         db.close().unwrap();

@@ -171,30 +171,21 @@ fn home(hash: u64, len: usize) -> usize {
     (((hash & 0xFFFF_FFFF) * len as u64) >> 32) as usize
 }
 
-/// Where the run of occupied (or deleted) slots holding slot `i` of
-/// `table` starts: `i` itself when the slot before it is empty. A table
-/// always has an empty slot (it grows at 7/8), so this ends.
-fn run_start(table: &Table, i: usize) -> usize {
+/// Whether a probe from slot `from` of `table` reaches slot `to` before
+/// an empty slot.
+fn reaches(table: &Table, from: usize, to: usize) -> bool {
     let len = table.slots.len();
-    let mut start = i;
+    let mut i = from;
     for _ in 0..len {
-        let before = if start == 0 { len - 1 } else { start - 1 };
-        if table.slots[before].load(Ordering::Relaxed) == EMPTY {
-            break;
+        if i == to {
+            return true;
         }
-        start = before;
+        if table.slots[i].load(Ordering::Relaxed) == EMPTY {
+            return false;
+        }
+        i = next(i, len);
     }
-    start
-}
-
-/// Whether slot `h` lies in the run from slot `run` to slot `slot`,
-/// wrapping past the table's end when `run` is after `slot`.
-fn within(h: usize, run: usize, slot: usize) -> bool {
-    if run <= slot {
-        run <= h && h <= slot
-    } else {
-        h >= run || h <= slot
-    }
+    false
 }
 
 /// The slot after `i` in a table of `len` slots, wrapping.
@@ -244,11 +235,11 @@ fn entry_tag(e: u64) -> u64 {
 #[cfg(test)]
 pub(crate) fn each_address(
     mut f: impl FnMut(u64) -> Result<u64>,
-) -> impl FnMut(&[u64], &mut [Option<u64>]) -> Result<()> {
+) -> impl FnMut(&[u64], &mut [u64]) -> Result<()> {
     move |addrs, out| {
         debug_assert_eq!(addrs.len(), out.len(), "one hash per address");
         for (&addr, hash) in addrs.iter().zip(out) {
-            *hash = Some(f(addr)?);
+            *hash = f(addr)?;
         }
         Ok(())
     }
@@ -844,14 +835,14 @@ impl ShardWriter<'_> {
     /// Finds the slot of the key whose hash is `hash` (it must belong to
     /// this shard). `is_key(addr)` tells whether the record at `addr` holds
     /// the key; `key_hashes(addrs, out)` sets each `out[i]` to the hash of
-    /// the key of the record at `addrs[i]`, `None` when it cannot be read
-    /// (used when the table must grow first: `Log::key_hashes` for a live
-    /// store, a closure over the log being replayed in `recovery::apply`).
+    /// the key of the record at `addrs[i]` (used when the table must grow
+    /// first: `Log::key_hashes` for a live store, a closure over the log
+    /// being replayed in `recovery::apply`).
     pub(crate) fn slot(
         &mut self,
         hash: u64,
         mut is_key: impl FnMut(u64) -> Result<bool>,
-        key_hashes: impl FnMut(&[u64], &mut [Option<u64>]) -> Result<()>,
+        key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
     ) -> Result<Slot> {
         if self.state.used >= max_used(self.table.slots.len()) {
             self.grow(key_hashes)?;
@@ -887,18 +878,18 @@ impl ShardWriter<'_> {
     /// need be, unless that many can be added with no growth and none
     /// needed after them. A write of many keys that appends its records
     /// first calls this before appending, so that finding their slots
-    /// afterwards never grows the table: a growth can fail (an I/O error
-    /// reading a key back), and failing there would leave the write half
-    /// indexed. `key_hashes` as for [`ShardWriter::slot`].
+    /// afterwards never grows the table: a growth can fail (a damaged
+    /// record's key cannot be rehashed), and failing there would leave the
+    /// write half indexed. `key_hashes` as for [`ShardWriter::slot`].
     ///
     /// # Errors
-    /// As `key_hashes`, or [`Error::Corruption`] when the records whose
-    /// keys cannot be read would leave no room (see `ShardWriter::rebuild`);
-    /// the table is then unchanged.
+    /// As `key_hashes`, or [`Error::Corruption`] for a damaged record whose
+    /// key cannot be told (see `ShardWriter::rebuild`); the table is then
+    /// unchanged.
     pub(crate) fn reserve(
         &mut self,
         keys: usize,
-        key_hashes: impl FnMut(&[u64], &mut [Option<u64>]) -> Result<()>,
+        key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
     ) -> Result<()> {
         let mut len = self.table.slots.len();
         if self.state.used + keys < max_used(len) {
@@ -1043,10 +1034,7 @@ impl ShardWriter<'_> {
     /// 32 their home slot comes from. The keys are hashed in one batch
     /// (see `Log::key_hashes`), under the shard's lock; while homes are
     /// kept and known (`ShardState::homes`), from those instead.
-    fn grow(
-        &mut self,
-        key_hashes: impl FnMut(&[u64], &mut [Option<u64>]) -> Result<()>,
-    ) -> Result<()> {
+    fn grow(&mut self, key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
         let len = if live * 2 < max_used(old.slots.len()) {
@@ -1074,7 +1062,7 @@ impl ShardWriter<'_> {
             .max(presized)
             .max(DOUBLE_BELOW);
         if self.table.slots.len() > fit + fit / 8 {
-            self.rebuild(fit, |_: &[u64], _: &mut [Option<u64>]| {
+            self.rebuild(fit, |_: &[u64], _: &mut [u64]| {
                 unreachable!("homes are kept: no key is read")
             })
             .expect("a rebuild from homes reads nothing");
@@ -1083,25 +1071,60 @@ impl ShardWriter<'_> {
 
     /// Builds the table anew at `len` slots (at least the live entries
     /// over 7/8) and swaps it in; see [`ShardWriter::grow`].
-    ///
-    /// An entry whose key cannot be told (`key_hashes` gave `None`, or a
-    /// hash that disagrees with the entry's shard or tag, or whose home
-    /// slot's probe does not reach it: a damaged record) is placed by
-    /// [`place_by_run`] instead, where every probe that reached it before
-    /// still does: its key's reads and writes keep failing with the
-    /// damage, and the shard keeps growing (it used to refuse every new
-    /// key once it had to).
     fn rebuild(
         &mut self,
         len: usize,
-        mut key_hashes: impl FnMut(&[u64], &mut [Option<u64>]) -> Result<()>,
+        mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
     ) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
         let new = Table::new(len, old.generation.wrapping_add(1));
         let base = self.base.load();
+        let (entries, hashes): (Vec<u64>, Vec<u64>) = match &self.state.homes {
+            // Each entry's home bits, kept while a replay fills the index.
+            Some(homes) => {
+                assert_eq!(homes.len(), old.slots.len(), "one home per slot");
+                old.slots
+                    .iter()
+                    .zip(homes)
+                    .map(|(s, &h)| (s.load(Ordering::Relaxed), u64::from(h)))
+                    .filter(|&(e, _)| e != EMPTY && e != DELETED)
+                    .unzip()
+            }
+            None => {
+                let (slots, entries): (Vec<usize>, Vec<u64>) = old
+                    .slots
+                    .iter()
+                    .map(|s| s.load(Ordering::Relaxed))
+                    .enumerate()
+                    .filter(|&(_, e)| e != EMPTY && e != DELETED)
+                    .unzip();
+                let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
+                let mut hashes = vec![0; addrs.len()];
+                key_hashes(&addrs, &mut hashes)?;
+                // A damaged record's hash is of the key its bytes name
+                // (`Log::key_hashes`): one that disagrees with its entry
+                // (shard, tag, or a home slot from which a probe does not
+                // reach it) would be placed where its key is never looked
+                // for. A sound record's always agrees.
+                for (((&e, &hash), &addr), &slot) in
+                    entries.iter().zip(&hashes).zip(&addrs).zip(&slots)
+                {
+                    if shard_of(hash) != self.number
+                        || tag_of(hash) != entry_tag(e)
+                        || !reaches(old, home(hash, old.slots.len()), slot)
+                    {
+                        return Err(Error::corruption(
+                            addr,
+                            "damaged record: its key does not match its index entry",
+                        ));
+                    }
+                }
+                (entries, hashes)
+            }
+        };
         let mut homes = self.state.keep_homes.then(|| vec![0; len]);
-        let mut place = |e: u64, hash: u64| {
+        for (&e, &hash) in entries.iter().zip(&hashes) {
             let mut i = home(hash, len);
             while new.slots[i].load(Ordering::Relaxed) != EMPTY {
                 i = next(i, len);
@@ -1110,124 +1133,14 @@ impl ShardWriter<'_> {
             if let Some(homes) = &mut homes {
                 homes[i] = hash as u32;
             }
-        };
-        // Entries whose keys cannot be told, placed by their run after the
-        // others.
-        let mut orphans = Vec::new();
-        match &self.state.homes {
-            // Each entry's home bits, kept while a replay fills the index.
-            Some(kept) => {
-                assert_eq!(kept.len(), old.slots.len(), "one home per slot");
-                for (s, &h) in old.slots.iter().zip(kept) {
-                    let e = s.load(Ordering::Relaxed);
-                    if e != EMPTY && e != DELETED {
-                        place(e, u64::from(h));
-                    }
-                }
-            }
-            None => {
-                // Each entry, its slot, and where the run holding it starts
-                // (its home lies between the two: a probe never crosses an
-                // empty slot).
-                let (mut slots, mut entries, mut runs) = (
-                    Vec::with_capacity(live),
-                    Vec::with_capacity(live),
-                    Vec::with_capacity(live),
-                );
-                let mut run = run_start(old, 0);
-                for (i, s) in old.slots.iter().enumerate() {
-                    match s.load(Ordering::Relaxed) {
-                        EMPTY => run = i + 1,
-                        DELETED => {}
-                        e => {
-                            slots.push(i);
-                            entries.push(e);
-                            runs.push(run);
-                        }
-                    }
-                }
-                let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
-                let mut hashes = vec![None; addrs.len()];
-                key_hashes(&addrs, &mut hashes)?;
-                // A damaged record's hash is of the key its bytes name
-                // (`Log::key_hashes`): one that disagrees with its entry
-                // would be placed where its key is never looked for. A
-                // sound record's always agrees.
-                for (((&e, hash), &slot), &run) in entries.iter().zip(hashes).zip(&slots).zip(&runs)
-                {
-                    match hash.filter(|&hash| {
-                        shard_of(hash) == self.number
-                            && tag_of(hash) == entry_tag(e)
-                            && within(home(hash, old.slots.len()), run, slot)
-                    }) {
-                        Some(hash) => place(e, hash),
-                        None => orphans.push((e, run, slot)),
-                    }
-                }
-            }
         }
-        let mut used = live;
-        for &(e, run, slot) in &orphans {
-            // Never past 7/8 full: a table needs empty slots to end probes.
-            let room = max_used(len).saturating_sub(used + 1);
-            used += place_by_run(old.slots.len(), run, slot, &new, e, room).ok_or_else(|| {
-                Error::corruption(
-                    entry_addr(e, base),
-                    "damaged record: its key cannot be read to rehash it",
-                )
-            })?;
-        }
-        // An orphan has no home to keep: later growths read keys back.
-        self.state.homes = homes.filter(|_| orphans.is_empty());
+        self.state.homes = homes;
         let new = Arc::new(new);
         self.shard.table.store(Arc::clone(&new));
         self.table = new;
-        self.state.used = used;
+        self.state.used = live;
         Ok(())
     }
-}
-
-/// Places entry `e`, found at slot `slot` of a table of `old_len` slots
-/// in a run starting at slot `run`, in `new` without its key's hash, so
-/// that a probe of `new` from any home slot its key can have reaches it:
-/// that home lies in the old table between `run` and `slot` (a probe
-/// never crosses an empty slot), so in `new` between the least and the
-/// greatest home slot those map to ([`home`] is monotone in the hash).
-/// The empty slots of that range are marked deleted (a probe goes past
-/// those) and the entry goes in the first empty slot from the range's
-/// end. Returns the slots marked deleted, for the table's `used` count
-/// (the entry is counted live already); `None` when that would be more
-/// than `room` (the caller then drops `new`).
-fn place_by_run(
-    old_len: usize,
-    run: usize,
-    slot: usize,
-    new: &Table,
-    e: u64,
-    room: usize,
-) -> Option<usize> {
-    let len = new.slots.len();
-    // The least low 32 hash bits with home `a` in the old table.
-    let least = |a: usize| ((a as u64) << 32).div_ceil(old_len as u64);
-    let first = home(least(run), len);
-    let last = home(least(slot + 1) - 1, len);
-    let mut taken = 0;
-    let mut i = first;
-    while i != last {
-        if new.slots[i].load(Ordering::Relaxed) == EMPTY {
-            if taken == room {
-                return None;
-            }
-            new.slots[i].store(DELETED, Ordering::Relaxed);
-            taken += 1;
-        }
-        i = next(i, len);
-    }
-    while new.slots[i].load(Ordering::Relaxed) != EMPTY {
-        i = next(i, len);
-    }
-    new.slots[i].store(e, Ordering::Relaxed);
-    Some(taken)
 }
 
 #[cfg(test)]
@@ -1290,105 +1203,6 @@ mod tests {
             index
                 .find(hash, |a| Ok((self.records[&a].0 == key).then_some(a)))
                 .unwrap()
-        }
-    }
-
-    /// After `reserve(n)`, `n` new keys go in without a growth (none of
-    /// them reads a key back), so that a batch that appended its records
-    /// cannot fail on a growth (an I/O error reading a cold record) when it
-    /// points the index at them.
-    #[test]
-    fn reserved_room_takes_its_keys_without_growing() {
-        let index = Index::with_capacity(0);
-        let mut log = FakeLog::default();
-        let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes()) & !(0xFF << 56);
-        let mut i = 0u64;
-        for n in [1, 3, 40, 1_000, 5] {
-            let records = &log.records;
-            index
-                .writer(0)
-                .reserve(n, each_address(|a| Ok(records[&a].1)))
-                .unwrap();
-            for _ in 0..n {
-                let key = i.to_le_bytes();
-                log.next += 8;
-                let addr = log.next;
-                log.records.insert(addr, (key.to_vec(), hash(i)));
-                let records = &log.records;
-                let mut w = index.writer(0);
-                let slot = w
-                    .slot(
-                        hash(i),
-                        |a| Ok(records[&a].0 == key),
-                        |_: &[u64], _: &mut [Option<u64>]| panic!("a growth after reserve"),
-                    )
-                    .unwrap();
-                w.set(hash(i), slot, addr);
-                i += 1;
-            }
-        }
-        for k in 0..i {
-            assert!(
-                log.get(&index, &k.to_le_bytes(), hash(k)).is_some(),
-                "key {k}"
-            );
-        }
-    }
-
-    /// A shard whose entries include some whose keys cannot be read (a
-    /// damaged record: `key_hashes` gives `None`) grows all the same, and
-    /// after each growth a probe from each such key's home still reaches
-    /// its entry (so its key reads as damaged, never as absent), while
-    /// every other key is found. Hashes of one shard, tags and homes
-    /// spread; growth by doubling (small tables) and by a quarter.
-    #[test]
-    fn entries_whose_keys_cannot_be_read_are_placed_where_their_probes_reach() {
-        let index = Index::with_capacity(0);
-        let mut log = FakeLog::default();
-        let hash_of = |i: u64| {
-            let h = xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
-            h & !(0xFF << 56) | (3 << 56)
-        };
-        let unreadable = |i: u64| i % 97 == 5;
-        let mut orphans = Vec::new();
-        for i in 0..20_000u64 {
-            let key = i.to_le_bytes();
-            log.next += 8;
-            let addr = log.next;
-            log.records.insert(addr, (key.to_vec(), hash_of(i)));
-            let records = &log.records;
-            let mut w = index.writer(3);
-            let slot = w
-                .slot(
-                    hash_of(i),
-                    |a| Ok(records[&a].0 == key),
-                    |addrs, out| {
-                        for (&a, h) in addrs.iter().zip(out) {
-                            let k = u64::from_le_bytes(records[&a].0[..].try_into().unwrap());
-                            *h = (!unreadable(k)).then_some(records[&a].1);
-                        }
-                        Ok(())
-                    },
-                )
-                .unwrap();
-            w.set(hash_of(i), slot, addr);
-            drop(w);
-            if unreadable(i) {
-                orphans.push((i, addr));
-            }
-            if i % 1_000 == 999 {
-                for &(k, addr) in &orphans {
-                    let found = index.find(hash_of(k), |a| Ok((a == addr).then_some(())));
-                    assert_eq!(found.unwrap(), Some(()), "orphan {k} after {i} keys");
-                }
-            }
-        }
-        assert!(index.table(3).slots.len() > 20_000, "the shard grew");
-        for i in 0..20_000u64 {
-            assert!(
-                log.get(&index, &i.to_le_bytes(), hash_of(i)).is_some(),
-                "key {i}"
-            );
         }
     }
 

@@ -745,7 +745,7 @@ fn apply(
             }
             Ok(same)
         },
-        |addrs: &[u64], out: &mut [Option<u64>]| {
+        |addrs: &[u64], out: &mut [u64]| {
             assert_eq!(addrs.len(), out.len(), "one hash per address");
             for (addrs, out) in addrs.chunks(REHASH_GROUP).zip(out.chunks_mut(REHASH_GROUP)) {
                 // The first bytes of those not in the chunk at once, so
@@ -757,13 +757,9 @@ fn apply(
                         .filter(|&addr| !chunk.holds(addr, HEADER_BYTES)),
                 );
                 for (&addr, h) in addrs.iter().zip(out) {
-                    *h = Some(with_chunk_record(
-                        storage,
-                        chunk,
-                        &mut rehash_scratch,
-                        addr,
-                        |r| hasher.hash(r.key),
-                    )?);
+                    *h = with_chunk_record(storage, chunk, &mut rehash_scratch, addr, |r| {
+                        hasher.hash(r.key)
+                    })?;
                 }
             }
             Ok(())

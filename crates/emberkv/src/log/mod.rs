@@ -1058,10 +1058,7 @@ impl Log {
 
     /// Sets `out[i]` to `hash` of the key of the record at `addrs[i]`, for
     /// a growing index shard to rehash its entries. Resident records are
-    /// not checksummed (as in [`Log::with_record_key`]); cold ones are,
-    /// and one that fails its checksum gives the hash of the key its bytes
-    /// name ([`Log::with_unverified_record`]), or `None` when they name
-    /// none (damage in its header).
+    /// not checksummed (as in [`Log::with_record_key`]); cold ones are.
     /// The first byte of each record in a group of [`REHASH_GROUP`] is
     /// read before any of them is parsed (resident ones from the hot tier,
     /// cold ones through the segment maps: [`Segments::touch_mapped`]), so
@@ -1069,14 +1066,14 @@ impl Log {
     /// instead of following one another.
     ///
     /// # Errors
-    /// As [`Log::with_record_key`], but for damage.
+    /// As [`Log::with_record_key`].
     ///
     /// # Panics
     /// If `addrs` and `out` differ in length.
     pub(crate) fn key_hashes(
         &self,
         addrs: &[u64],
-        out: &mut [Option<u64>],
+        out: &mut [u64],
         hash: impl Fn(&[u8]) -> u64,
     ) -> Result<()> {
         assert_eq!(addrs.len(), out.len(), "one hash per address");
@@ -1109,9 +1106,7 @@ impl Log {
                     match page {
                         // SAFETY: as above.
                         Some(page) => {
-                            *h = Some(hash(
-                                unsafe { hot_record(page, addr, Verify::Cold, 0)? }.key,
-                            ))
+                            *h = hash(unsafe { hot_record(page, addr, Verify::Cold, 0)? }.key)
                         }
                         None => *cold = true,
                     }
@@ -1127,15 +1122,15 @@ impl Log {
             );
             for ((&addr, h), _) in addrs.iter().zip(out).zip(cold).filter(|(_, cold)| *cold) {
                 *h = match self.with_record_key(addr, &mut scratch, |r| hash(r.key)) {
-                    // A damaged record: the key its bytes name, if any. The
-                    // growing shard places the entry by that key's hash only
-                    // if it agrees with the entry (`ShardWriter::rebuild`),
-                    // as it does unless the damage is in the key or the
-                    // header.
-                    Err(Error::Corruption { .. }) => {
-                        self.with_unverified_record(addr, &mut scratch, |r| hash(r.key))
-                    }
-                    h => Some(h?),
+                    // A damaged record: the key its bytes name. The growing
+                    // shard keeps the entry only if that key's hash agrees
+                    // with it (`ShardWriter::rebuild`), as it does unless
+                    // the damage is in the key or the header; else the
+                    // growth fails with this error, as it always did.
+                    Err(e @ Error::Corruption { .. }) => self
+                        .with_unverified_record(addr, &mut scratch, |r| hash(r.key))
+                        .ok_or(e)?,
+                    h => h?,
                 };
             }
         }
@@ -2039,19 +2034,19 @@ pub(crate) mod tests {
         let hash = |key: &[u8]| xxhash_rust::xxh3::xxh3_64(key);
         // Out of order, and not a whole number of groups.
         addrs.reverse();
-        let mut out = vec![None; addrs.len()];
+        let mut out = vec![0; addrs.len()];
         log.key_hashes(&addrs, &mut out, hash).unwrap();
         for (&addr, &h) in addrs.iter().zip(&out) {
             let one = log
                 .with_record_key(addr, &mut Vec::new(), |r| hash(r.key))
                 .unwrap();
-            assert_eq!(h, Some(one), "record at {addr}");
+            assert_eq!(h, one, "record at {addr}");
         }
     }
 
     /// A damaged cold record's hash is of the key its bytes name (the
     /// growing index checks it against its entry); one whose header does
-    /// not parse has none.
+    /// not parse fails.
     #[test]
     fn key_hashes_read_a_damaged_cold_record_s_key_as_it_stands() {
         let dir = tempfile::tempdir().unwrap();
@@ -2078,15 +2073,16 @@ pub(crate) mod tests {
             log.with_record_key(first, &mut Vec::new(), |_| ()),
             Err(Error::Corruption { .. })
         ));
-        let mut out = [None];
+        let mut out = [0];
         log.key_hashes(&[first], &mut out, |k| k.len() as u64)
             .unwrap();
-        assert_eq!(out[0], Some(key_len as u64));
+        assert_eq!(out[0], key_len as u64);
         // A reserved byte of the header, which must be zero.
         std::os::unix::fs::FileExt::write_at(&file, &[1], start + 5).unwrap();
-        log.key_hashes(&[first], &mut out, |k| k.len() as u64)
-            .unwrap();
-        assert_eq!(out[0], None);
+        let err = log
+            .key_hashes(&[first], &mut out, |k| k.len() as u64)
+            .unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
     }
 
     #[test]
