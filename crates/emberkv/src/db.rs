@@ -533,22 +533,20 @@ impl Core {
     /// index), near the 2^-32 of damage that passes the CRC32C itself.
     fn judge_damaged(&self, addr: u64, key: &[u8], hash: u64) -> Damaged {
         let mut scratch = Vec::new();
-        let Some((named, header)) = self
-            .log
-            .with_unverified_record(addr, &mut scratch, |r| (r.key.to_vec(), r.header))
-        else {
+        let Some((named, current)) = self.log.with_unverified_record(addr, &mut scratch, |r| {
+            let current = Current {
+                // Unknown, as the rest of the record: live until replaced,
+                // never expired by the sweep.
+                expires_at: None,
+                ..Current::of(addr, r)
+            };
+            (r.key.to_vec(), current)
+        }) else {
             return Damaged::Unknown;
         };
         if named == key {
             return match self.probe_run(hash, key, addr) {
-                Ok((_, false)) => Damaged::Ours(Current {
-                    addr,
-                    record_bytes: header.total_len() as u64,
-                    logical_bytes: (named.len() + header.value_len) as u64,
-                    // Unknown, as the rest of the record: live until
-                    // replaced, never expired by the sweep.
-                    expires_at: None,
-                }),
+                Ok((_, false)) => Damaged::Ours(current),
                 Ok((_, true)) => Damaged::Other,
                 Err(_) => Damaged::Unknown,
             };
@@ -1948,7 +1946,6 @@ mod tests {
         bytes[64 + 16 + 6 + 1000] ^= 0x01;
         std::fs::write(&seg0, &bytes).unwrap();
         let db = open();
-        let corrupt = |r: Result<Option<Vec<u8>>>| matches!(r, Err(Error::Corruption { .. }));
         assert!(corrupt(db.get(b"victim")));
         assert_eq!(db.get(b"f1").unwrap().unwrap(), big);
         assert_eq!(db.get(b"b").unwrap(), None);
@@ -1995,6 +1992,11 @@ mod tests {
         open_hashed(dir, hasher)
     }
 
+    /// Whether `r` is an [`Error::Corruption`].
+    fn corrupt<T>(r: Result<T>) -> bool {
+        matches!(r, Err(Error::Corruption { .. }))
+    }
+
     /// Opens `dir` with 1 MiB segments, no background compaction, and
     /// `hasher` whatever the store's seed.
     fn open_hashed(dir: &Path, hasher: KeyHasher) -> Db {
@@ -2014,13 +2016,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let hasher = KeyHasher::colliding(7, 0);
         let db = store_with_a_damaged_key(dir.path(), hasher, b"k1", b"k2", b"k2");
-        let corrupt = |r: Result<Option<Vec<u8>>>| matches!(r, Err(Error::Corruption { .. }));
         assert_eq!(db.get(b"k2").unwrap().unwrap(), b"value-of-k2");
         assert!(corrupt(db.get(b"k1")));
         db.insert(b"k2", b"k2-new").unwrap();
         assert_eq!(db.get(b"k2").unwrap().unwrap(), b"k2-new");
         assert!(corrupt(db.get(b"k1")), "k1's entry was replaced");
-        assert!(corrupt(db.insert(b"k1", b"k1-new").map(|()| None)));
+        assert!(corrupt(db.insert(b"k1", b"k1-new")));
         assert!(db.remove(b"k2").unwrap());
         // The damaged record now reads as k2's, the one sound record of
         // its key: an error, never a value of k2's.
@@ -2044,9 +2045,8 @@ mod tests {
         let hasher = KeyHasher::colliding(7, 32);
         let (k1, other) = (b"victim-key", b"another-key");
         let db = store_with_a_damaged_key(dir.path(), hasher, k1, other, b"vixtim-key");
-        let corrupt = |r: Result<Option<Vec<u8>>>| matches!(r, Err(Error::Corruption { .. }));
         assert!(corrupt(db.get(k1)), "{:?}", db.get(k1));
-        assert!(corrupt(db.insert(k1, b"new").map(|()| None)));
+        assert!(corrupt(db.insert(k1, b"new")));
         assert_eq!(db.get(other).unwrap().unwrap(), b"value-of-another-key");
     }
 
