@@ -1227,6 +1227,82 @@ mod tests {
         assert_eq!(index.len(), 99);
     }
 
+    /// A hash in shard 7 with tag `tag` whose home in a table of 16 slots
+    /// is `home`.
+    fn hash_homed(tag: u64, home16: u64) -> u64 {
+        7 << (64 - SHARD_BITS) | tag << 32 | home16 << 28
+    }
+
+    /// A growth places an entry by the hash its record's key gives only if
+    /// a probe from that hash's home reaches the entry's slot: a damaged
+    /// record's key may name another home. Fourteen keys fill slots 4 to 15
+    /// and wrap to 0 and 1 (three of them homed at 15); slots 2 and 3 stay
+    /// empty. The record at slot 0 then claims each home in turn.
+    #[test]
+    fn a_growth_places_an_entry_only_where_its_home_reaches_it() {
+        let homes: Vec<u64> = [15, 15, 15].into_iter().chain(4..=14).collect();
+        for (claimed, reached) in [
+            (15, true),
+            (4, true),
+            (14, true),
+            (1, false),
+            (2, false),
+            (3, false),
+        ] {
+            let index = Index::with_capacity(0);
+            let mut log = FakeLog::default();
+            for (tag, &h) in homes.iter().enumerate() {
+                log.put(&index, &[tag as u8], hash_homed(tag as u64, h));
+            }
+            assert_eq!(index.len(), 14);
+            let at_slot_0 = log.get(&index, &[1], hash_homed(1, 15)).unwrap();
+            let table = index.table(7);
+            assert_eq!(
+                entry_addr(table.slots[0].load(Ordering::Relaxed), 0),
+                at_slot_0
+            );
+            assert_eq!(table.slots[2].load(Ordering::Relaxed), EMPTY);
+            log.records.get_mut(&at_slot_0).unwrap().1 = hash_homed(1, claimed);
+
+            let records = &log.records;
+            let mut w = index.writer(7);
+            let grown = w.slot(
+                hash_homed(100, 9),
+                |a| Ok(records[&a].0 == [100]),
+                each_address(|a| Ok(records[&a].1)),
+            );
+            drop(w);
+            if reached {
+                assert!(
+                    matches!(grown, Ok(Slot::Vacant { .. })),
+                    "home {claimed}: {grown:?}"
+                );
+                assert_eq!(index.table(7).len(), 32, "home {claimed}");
+                for (tag, &h) in homes.iter().enumerate() {
+                    let hash = if tag == 1 {
+                        hash_homed(1, claimed)
+                    } else {
+                        hash_homed(tag as u64, h)
+                    };
+                    assert!(
+                        log.get(&index, &[tag as u8], hash).is_some(),
+                        "key {tag}, home {claimed}"
+                    );
+                }
+            } else {
+                assert!(
+                    matches!(grown, Err(Error::Corruption { offset, .. }) if offset == at_slot_0),
+                    "home {claimed}: {grown:?}"
+                );
+                assert_eq!(
+                    index.table(7).len(),
+                    16,
+                    "home {claimed}: the table is unchanged"
+                );
+            }
+        }
+    }
+
     #[test]
     fn grows_past_capacity_and_overwrites_in_place() {
         let index = Index::with_capacity(16);
