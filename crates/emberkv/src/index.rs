@@ -171,21 +171,16 @@ fn home(hash: u64, len: usize) -> usize {
     (((hash & 0xFFFF_FFFF) * len as u64) >> 32) as usize
 }
 
-/// Whether a probe from slot `from` of `table` reaches slot `to` before
-/// an empty slot.
-fn reaches(table: &Table, from: usize, to: usize) -> bool {
-    let len = table.slots.len();
-    let mut i = from;
-    for _ in 0..len {
-        if i == to {
-            return true;
-        }
-        if table.slots[i].load(Ordering::Relaxed) == EMPTY {
-            return false;
-        }
-        i = next(i, len);
+/// Whether a probe from slot `from` reaches slot `slot`, whose run of
+/// non-empty slots begins at `start` (wrapping past the table's end when
+/// `start > slot`; `None` when no slot of the table is empty): whether
+/// `from` lies in that run at or before `slot`.
+fn reaches(start: Option<usize>, from: usize, slot: usize) -> bool {
+    match start {
+        None => true,
+        Some(start) if start <= slot => (start..=slot).contains(&from),
+        Some(start) => from >= start || from <= slot,
     }
-    false
 }
 
 /// The slot after `i` in a table of `len` slots, wrapping.
@@ -1092,13 +1087,25 @@ impl ShardWriter<'_> {
                     .unzip()
             }
             None => {
-                let (slots, entries): (Vec<usize>, Vec<u64>) = old
-                    .slots
-                    .iter()
-                    .map(|s| s.load(Ordering::Relaxed))
-                    .enumerate()
-                    .filter(|&(_, e)| e != EMPTY && e != DELETED)
-                    .unzip();
+                // Each entry's slot and the start of its run, noted in one
+                // pass: a run that wraps past the table's end starts after
+                // its last empty slot.
+                let len = old.slots.len();
+                let mut start = (old.slots.iter())
+                    .rposition(|s| s.load(Ordering::Relaxed) == EMPTY)
+                    .map(|i| next(i, len));
+                let mut entries = Vec::with_capacity(live);
+                let mut runs = Vec::with_capacity(live);
+                for (i, s) in old.slots.iter().enumerate() {
+                    match s.load(Ordering::Relaxed) {
+                        EMPTY => start = Some(next(i, len)),
+                        DELETED => {}
+                        e => {
+                            entries.push(e);
+                            runs.push((start, i));
+                        }
+                    }
+                }
                 let addrs: Vec<u64> = entries.iter().map(|&e| entry_addr(e, base)).collect();
                 let mut hashes = vec![0; addrs.len()];
                 key_hashes(&addrs, &mut hashes)?;
@@ -1107,12 +1114,12 @@ impl ShardWriter<'_> {
                 // (shard, tag, or a home slot from which a probe does not
                 // reach it) would be placed where its key is never looked
                 // for. A sound record's always agrees.
-                for (((&e, &hash), &addr), &slot) in
-                    entries.iter().zip(&hashes).zip(&addrs).zip(&slots)
+                for (((&e, &hash), &addr), &(start, slot)) in
+                    entries.iter().zip(&hashes).zip(&addrs).zip(&runs)
                 {
                     if shard_of(hash) != self.number
                         || tag_of(hash) != entry_tag(e)
-                        || !reaches(old, home(hash, old.slots.len()), slot)
+                        || !reaches(start, home(hash, len), slot)
                     {
                         return Err(Error::corruption(
                             addr,
@@ -1236,33 +1243,45 @@ mod tests {
     /// A growth places an entry by the hash its record's key gives only if
     /// a probe from that hash's home reaches the entry's slot: a damaged
     /// record's key may name another home. Fourteen keys fill slots 4 to 15
-    /// and wrap to 0 and 1 (three of them homed at 15); slots 2 and 3 stay
-    /// empty. The record at slot 0 then claims each home in turn.
+    /// and wrap to 0 and 1 (keys 0, 1 and 2 all homed at 15); slots 2 and 3
+    /// stay empty. Then the record of key 1 (at slot 0, in the run that
+    /// wraps) or of key 4 (at its home, slot 5) claims another home.
     #[test]
     fn a_growth_places_an_entry_only_where_its_home_reaches_it() {
         let homes: Vec<u64> = [15, 15, 15].into_iter().chain(4..=14).collect();
-        for (claimed, reached) in [
-            (15, true),
-            (4, true),
-            (14, true),
-            (1, false),
-            (2, false),
-            (3, false),
+        for (key, slot, claimed, reached) in [
+            (1, 0, 15, true),
+            (1, 0, 4, true),
+            (1, 0, 14, true),
+            (1, 0, 1, false),
+            (1, 0, 2, false),
+            (1, 0, 3, false),
+            (4, 5, 4, true),
+            (4, 5, 6, false),
+            (4, 5, 3, false),
+            (4, 5, 0, false),
         ] {
+            let case = format!("key {key} claiming home {claimed}");
             let index = Index::with_capacity(0);
             let mut log = FakeLog::default();
-            for (tag, &h) in homes.iter().enumerate() {
-                log.put(&index, &[tag as u8], hash_homed(tag as u64, h));
+            for (k, &h) in homes.iter().enumerate() {
+                log.put(&index, &[k as u8], hash_homed(k as u64, h));
             }
             assert_eq!(index.len(), 14);
-            let at_slot_0 = log.get(&index, &[1], hash_homed(1, 15)).unwrap();
+            let victim = log.get(
+                &index,
+                &[key],
+                hash_homed(key.into(), homes[usize::from(key)]),
+            );
+            let victim = victim.unwrap();
             let table = index.table(7);
             assert_eq!(
-                entry_addr(table.slots[0].load(Ordering::Relaxed), 0),
-                at_slot_0
+                entry_addr(table.slots[slot].load(Ordering::Relaxed), 0),
+                victim
             );
             assert_eq!(table.slots[2].load(Ordering::Relaxed), EMPTY);
-            log.records.get_mut(&at_slot_0).unwrap().1 = hash_homed(1, claimed);
+            assert_eq!(table.slots[3].load(Ordering::Relaxed), EMPTY);
+            log.records.get_mut(&victim).unwrap().1 = hash_homed(key.into(), claimed);
 
             let records = &log.records;
             let mut w = index.writer(7);
@@ -1275,30 +1294,20 @@ mod tests {
             if reached {
                 assert!(
                     matches!(grown, Ok(Slot::Vacant { .. })),
-                    "home {claimed}: {grown:?}"
+                    "{case}: {grown:?}"
                 );
-                assert_eq!(index.table(7).len(), 32, "home {claimed}");
-                for (tag, &h) in homes.iter().enumerate() {
-                    let hash = if tag == 1 {
-                        hash_homed(1, claimed)
-                    } else {
-                        hash_homed(tag as u64, h)
-                    };
-                    assert!(
-                        log.get(&index, &[tag as u8], hash).is_some(),
-                        "key {tag}, home {claimed}"
-                    );
+                assert_eq!(index.table(7).len(), 32, "{case}");
+                for (k, &h) in homes.iter().enumerate() {
+                    let h = if k == usize::from(key) { claimed } else { h };
+                    let found = log.get(&index, &[k as u8], hash_homed(k as u64, h));
+                    assert!(found.is_some(), "{case}: key {k} lost");
                 }
             } else {
                 assert!(
-                    matches!(grown, Err(Error::Corruption { offset, .. }) if offset == at_slot_0),
-                    "home {claimed}: {grown:?}"
+                    matches!(grown, Err(Error::Corruption { offset, .. }) if offset == victim),
+                    "{case}: {grown:?}"
                 );
-                assert_eq!(
-                    index.table(7).len(),
-                    16,
-                    "home {claimed}: the table is unchanged"
-                );
+                assert_eq!(index.table(7).len(), 16, "{case}: the table is unchanged");
             }
         }
     }
