@@ -979,7 +979,10 @@ impl Db {
     }
 
     /// Removes `key`; returns whether it was present (and not expired). A
-    /// present key gets a tombstone record, durable as an insert is.
+    /// present key gets a tombstone record, durable as an insert is. A key
+    /// whose record is damaged in its value (see [`Db::insert`]) counts as
+    /// present, whatever expiry the record held: the tombstone replaces it
+    /// and `true` is returned.
     ///
     /// # Errors
     /// As for [`Db::insert`].
