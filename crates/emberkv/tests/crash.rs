@@ -56,6 +56,9 @@ enum Mode {
     SmallSegments,
     /// As `SmallSegments`, with a thread running `Db::compact` in a loop.
     Compaction,
+    /// As `Compaction`, with expiry: inserts already expired or to expire
+    /// within 1 ms, or in an hour, and `expire` of existing keys.
+    Expiry,
 }
 
 impl Mode {
@@ -65,6 +68,7 @@ impl Mode {
             Mode::Flush => "flush",
             Mode::SmallSegments => "segments",
             Mode::Compaction => "compaction",
+            Mode::Expiry => "expiry",
         }
     }
 
@@ -74,6 +78,7 @@ impl Mode {
             "flush" => Mode::Flush,
             "segments" => Mode::SmallSegments,
             "compaction" => Mode::Compaction,
+            "expiry" => Mode::Expiry,
             _ => panic!("unknown crash mode {s:?}"),
         }
     }
@@ -82,7 +87,7 @@ impl Mode {
         match self {
             Mode::Sync => Options::default().sync_writes(true),
             Mode::Flush => Options::default().flush_interval(FLUSH_INTERVAL),
-            Mode::SmallSegments | Mode::Compaction => Options::default()
+            Mode::SmallSegments | Mode::Compaction | Mode::Expiry => Options::default()
                 .sync_writes(true)
                 .segment_bytes(1 << 20)
                 .hot_bytes(4 << 20),
@@ -92,7 +97,7 @@ impl Mode {
     /// Keys per writer (overwrite modes).
     fn keys(self) -> u64 {
         match self {
-            Mode::SmallSegments | Mode::Compaction => 16,
+            Mode::SmallSegments | Mode::Compaction | Mode::Expiry => 16,
             _ => 50,
         }
     }
@@ -101,9 +106,18 @@ impl Mode {
         match self {
             Mode::Sync | Mode::Flush => (h % 3000) as usize,
             // Half small, half up to 100 KiB: about ten records a segment.
-            Mode::SmallSegments | Mode::Compaction if h & 1 == 0 => ((h >> 1) % 3000) as usize,
-            Mode::SmallSegments | Mode::Compaction => ((h >> 1) % (100 << 10)) as usize,
+            Mode::SmallSegments | Mode::Compaction | Mode::Expiry if h & 1 == 0 => {
+                ((h >> 1) % 3000) as usize
+            }
+            Mode::SmallSegments | Mode::Compaction | Mode::Expiry => {
+                ((h >> 1) % (100 << 10)) as usize
+            }
         }
+    }
+
+    /// Whether a thread runs `Db::compact` in a loop beside the writers.
+    fn compacts(self) -> bool {
+        matches!(self, Mode::Compaction | Mode::Expiry)
     }
 }
 
@@ -141,15 +155,56 @@ fn padding(out: &mut Vec<u8>, len: usize, seed: u64) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Op {
     key: u64,
-    remove: bool,
+    kind: Kind,
     pad: usize,
+}
+
+/// What an operation of an overwrite mode does to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Insert,
+    Remove,
+    /// `insert_with_expiry` at a time long past.
+    InsertExpired,
+    /// `insert_with_ttl` of [`SHORT_TTL`]: expired by the time the parent
+    /// reads the key, but not when written.
+    InsertShortTtl,
+    /// `insert_with_ttl` of an hour.
+    InsertLongTtl,
+    /// `expire` of [`SHORT_TTL`] (the key may be absent).
+    Expire,
+}
+
+/// The time to live of [`Kind::InsertShortTtl`] and [`Kind::Expire`]; the
+/// parent waits longer than this after a kill before it reads.
+const SHORT_TTL: Duration = Duration::from_millis(1);
+
+impl Op {
+    /// Whether the key holds this operation's value after it, at the time
+    /// the parent reads it.
+    fn leaves_value(self) -> bool {
+        matches!(self.kind, Kind::Insert | Kind::InsertLongTtl)
+    }
 }
 
 fn op(mode: Mode, seed: u64, w: u64, cycle: u64, n: u64) -> Op {
     let h = hash(&[seed, w, cycle, n]);
+    let kind = if (h >> 20).is_multiple_of(10) {
+        Kind::Remove
+    } else if mode != Mode::Expiry {
+        Kind::Insert
+    } else {
+        match (h >> 40) % 20 {
+            0..=8 => Kind::Insert,
+            9..=10 => Kind::InsertExpired,
+            11..=14 => Kind::InsertShortTtl,
+            15..=16 => Kind::InsertLongTtl,
+            _ => Kind::Expire,
+        }
+    };
     Op {
         key: h % mode.keys(),
-        remove: (h >> 20).is_multiple_of(10),
+        kind,
         pad: mode.pad_len(h >> 24),
     }
 }
@@ -188,7 +243,8 @@ fn parse_sync_value(mode: Mode, seed: u64, w: u64, k: u64, value: &[u8]) -> Opti
         return None;
     }
     let o = op(mode, seed, w, cycle, n);
-    (o.key == k && !o.remove && sync_value(mode, seed, w, cycle, n) == value).then_some((cycle, n))
+    (o.key == k && o.leaves_value() && sync_value(mode, seed, w, cycle, n) == value)
+        .then_some((cycle, n))
 }
 
 fn flush_key(w: u64, seq: u64) -> Vec<u8> {
@@ -247,7 +303,7 @@ fn crash_child() {
     let db = Db::open(&dir, mode.options()).unwrap_or_else(|e| child_fail(&format!("open: {e}")));
     File::create(acks.join(format!("ready-{cycle}"))).unwrap();
     std::thread::scope(|s| {
-        if mode == Mode::Compaction {
+        if mode.compacts() {
             s.spawn(|| {
                 while Instant::now() < deadline {
                     db.compact()
@@ -273,14 +329,19 @@ fn crash_child() {
                     } else {
                         let o = op(mode, seed, w, cycle, n);
                         let key = sync_key(w, o.key);
-                        if o.remove {
-                            db.remove(&key)
-                                .unwrap_or_else(|e| child_fail(&format!("remove: {e}")));
-                        } else {
-                            let value = sync_value(mode, seed, w, cycle, n);
-                            db.insert(&key, &value)
-                                .unwrap_or_else(|e| child_fail(&format!("insert: {e}")));
+                        let value = || sync_value(mode, seed, w, cycle, n);
+                        let hour = Duration::from_secs(3600);
+                        match o.kind {
+                            Kind::Remove => db.remove(&key).map(drop),
+                            Kind::Insert => db.insert(&key, &value()),
+                            Kind::InsertExpired => {
+                                db.insert_with_expiry(&key, &value(), UNIX_EPOCH)
+                            }
+                            Kind::InsertShortTtl => db.insert_with_ttl(&key, &value(), SHORT_TTL),
+                            Kind::InsertLongTtl => db.insert_with_ttl(&key, &value(), hour),
+                            Kind::Expire => db.expire(&key, SHORT_TTL).map(drop),
                         }
+                        .unwrap_or_else(|e| child_fail(&format!("{:?}: {e}", o.kind)));
                         format!("{n}\n")
                     };
                     ack.write_all(line.as_bytes()).unwrap();
@@ -534,6 +595,8 @@ fn run_overwrite_mode(mode: Mode) {
     for cycle in 0..CYCLES {
         let run = h.run(cycle, &[0; WRITERS as usize]);
         let ctx = h.ctx(cycle);
+        // Whatever was written to expire within SHORT_TTL has expired.
+        std::thread::sleep(SHORT_TTL * 5);
         let db = h.reopen(cycle);
         let mut live = 0;
         let mut cycle_acked = Vec::new();
@@ -546,7 +609,12 @@ fn run_overwrite_mode(mode: Mode) {
             let mut after_acked = state[w as usize].clone();
             for n in 0..acked {
                 let o = op(mode, h.seed, w, cycle, n);
-                after_acked[o.key as usize] = (!o.remove).then_some((cycle, n));
+                after_acked[o.key as usize] = match o.kind {
+                    // An expire leaves a present key's value to expire, and
+                    // an absent key absent.
+                    Kind::Expire => None,
+                    _ => o.leaves_value().then_some((cycle, n)),
+                };
             }
             let in_flight = op(mode, h.seed, w, cycle, acked);
             for k in 0..keys {
@@ -566,8 +634,8 @@ fn run_overwrite_mode(mode: Mode) {
                     })
                 });
                 let expected = after_acked[k as usize];
-                let in_flight_result =
-                    (in_flight.key == k).then(|| (!in_flight.remove).then_some((cycle, acked)));
+                let in_flight_result = (in_flight.key == k)
+                    .then(|| in_flight.leaves_value().then_some((cycle, acked)));
                 assert!(
                     found == expected || Some(found) == in_flight_result,
                     "{ctx} key {}: found {}, but writer {w} acknowledged ops 0..{acked} of \
@@ -584,7 +652,12 @@ fn run_overwrite_mode(mode: Mode) {
                 live += usize::from(found.is_some());
             }
         }
-        assert_eq!(db.len(), live, "{ctx} len() after recovery");
+        if mode == Mode::Expiry {
+            // Expired keys count until a sweep or a write removes them.
+            assert!(db.len() >= live, "{ctx} len() after recovery");
+        } else {
+            assert_eq!(db.len(), live, "{ctx} len() after recovery");
+        }
         db.close().unwrap();
         summary.push(format!(
             "cycle {cycle}: killed {} ms after {}, acked {cycle_acked:?}, {live} live keys, \
@@ -599,11 +672,11 @@ fn run_overwrite_mode(mode: Mode) {
         ));
     }
     eprintln!("{} mode:\n  {}", mode.name(), summary.join("\n  "));
-    if mode == Mode::Compaction {
+    if mode.compacts() {
         assert!(
             !h.dir.join("000000000000.seg").exists(),
-            "compaction mode: segment 0 was never compacted away; the test did not exercise \
-             compaction"
+            "{} mode: segment 0 was never compacted away; the test did not exercise compaction",
+            mode.name()
         );
     }
     assert!(
@@ -657,6 +730,15 @@ fn small_segments_survive_sigkill() {
 #[test]
 fn compaction_survives_sigkill() {
     run_overwrite_mode(Mode::Compaction);
+}
+
+/// As `compaction_survives_sigkill`, with keys that expire (some already
+/// when written, some a millisecond later, while compaction and the expiry
+/// sweep run): an expired key never comes back, nor an older value of it,
+/// and every acknowledged write that has not expired survives.
+#[test]
+fn expiry_survives_sigkill() {
+    run_overwrite_mode(Mode::Expiry);
 }
 
 // ---------------------------------------------------------------- default mode
