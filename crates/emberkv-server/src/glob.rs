@@ -8,8 +8,14 @@
 //! only, which is complete for globs and takes O(pattern x string) time, so
 //! a hostile pattern cannot blow up (Redis bounds its recursion instead).
 
-/// Whether `s` matches the glob `pattern`.
+/// Whether `s` matches the glob `pattern`. An empty `s` matches only the
+/// empty pattern and a lone `*`, as in Redis: `stringmatchlen` matches an
+/// empty string only with an empty pattern (so not `**` nor `?*`), and
+/// KEYS and SCAN take a lone `*` as every key without matching.
 pub fn matches(pattern: &[u8], s: &[u8]) -> bool {
+    if s.is_empty() {
+        return pattern.is_empty() || pattern == b"*";
+    }
     let (mut p, mut i) = (0, 0);
     // After a star: where the pattern resumes and the string position the
     // star has absorbed up to.
@@ -115,6 +121,12 @@ mod tests {
         assert!(m("user:*", "user:42"));
         assert!(!m("user:*", "session:42"));
         assert!(m("**", "x"));
+        // Regression (a differential test against redis-server 7.0.15,
+        // 2026-12-05): `KEYS **` listed the empty key, which Redis's
+        // matcher never matches but through a lone `*`.
+        assert!(!m("**", ""));
+        assert!(!m("*\\*", ""));
+        assert!(!m("[a]*", ""));
         assert!(!m("a", ""));
         assert!(!m("", "a"));
         assert!(m("", ""));

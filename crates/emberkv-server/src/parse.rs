@@ -89,6 +89,22 @@ pub fn int(arg: &[u8]) -> CmdResult<i64> {
     crate::num::parse_i64(arg).ok_or(CmdError::NotInteger)
 }
 
+/// A C `int` argument, as Redis's `getIntFromObjectOrReply` reads one
+/// (SELECT's and COPY's database index).
+///
+/// # Errors
+/// [`CmdError::NotInteger`], or `ERR value is out of range, value must
+/// between -2147483648 and 2147483647` for an integer outside an `i32`.
+pub fn int32(arg: &[u8]) -> CmdResult<i32> {
+    i32::try_from(int(arg)?).map_err(|_| {
+        CmdError::err(format_args!(
+            "value is out of range, value must between {} and {}",
+            i32::MIN,
+            i32::MAX
+        ))
+    })
+}
+
 /// A float argument.
 ///
 /// # Errors

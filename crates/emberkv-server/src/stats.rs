@@ -124,6 +124,14 @@ impl Local {
         &mut self.per_command[at]
     }
 
+    /// Counts a read of a key (Redis's `lookupKey` for reading: every
+    /// command that reads a key's value, type, existence or expiry) that
+    /// found it or not, for INFO's `keyspace_hits` and `keyspace_misses`.
+    pub fn lookup(&mut self, found: bool) {
+        self.hits += u64::from(found);
+        self.misses += u64::from(!found);
+    }
+
     /// Counts a run of the command in `slot` that took `nanos` and
     /// replied with an error or not.
     pub fn ran(&mut self, slot: usize, nanos: u64, failed: bool) {

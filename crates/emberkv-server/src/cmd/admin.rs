@@ -152,22 +152,36 @@ fn config_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// CONFIG GET, as Redis 7.0's `configGetCommand`: an argument without
+/// `*`, `?` or `[` names one parameter (in any case) and the reply names
+/// it as the argument spelled it; a pattern matches names ignoring case
+/// and the reply gives their own names. A parameter named twice is given
+/// once, under its first spelling.
 fn config_get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let config = ctx.shared.config.read();
-    let patterns: Vec<Vec<u8>> = args.from(2).map(<[u8]>::to_ascii_lowercase).collect();
-    let found: Vec<(&str, String)> = PARAMS
+    let mut found: Vec<(usize, &[u8])> = Vec::new();
+    for arg in args.from(2) {
+        let glob = arg.iter().any(|b| b"*?[".contains(b));
+        for (at, param) in PARAMS.iter().enumerate() {
+            let name = param.name.as_bytes();
+            let hit = if glob {
+                crate::glob::matches(&arg.to_ascii_lowercase(), name)
+            } else {
+                arg.eq_ignore_ascii_case(name)
+            };
+            if hit && !found.iter().any(|&(seen, _)| seen == at) {
+                found.push((at, if glob { name } else { arg }));
+            }
+        }
+    }
+    let values: Vec<String> = found
         .iter()
-        .filter(|p| {
-            patterns
-                .iter()
-                .any(|pat| crate::glob::matches(pat, p.name.as_bytes()))
-        })
-        .map(|p| (p.name, p.get(&config)))
+        .map(|&(at, _)| PARAMS[at].get(&config))
         .collect();
     drop(config);
     ctx.out.map(found.len());
-    for (name, value) in found {
-        ctx.out.bulk(name.as_bytes());
+    for ((_, name), value) in found.iter().zip(values) {
+        ctx.out.bulk(name);
         ctx.out.bulk(value.as_bytes());
     }
     Ok(())

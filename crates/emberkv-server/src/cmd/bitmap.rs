@@ -115,7 +115,9 @@ fn bit_range(len: i64, start: i64, end: i64, bits: bool) -> Option<(u64, u64)> {
 fn read_value(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult<bool> {
     let kv = ctx.kv();
     let scratch = &mut ctx.session.scratch;
-    Ok(kv.read(key, || kv.get_into(key, scratch))?)
+    let found = kv.read(key, || kv.get_into(key, scratch))?;
+    ctx.session.local.lookup(found);
+    Ok(found)
 }
 
 pub(super) fn bitcount(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
@@ -241,12 +243,18 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     // many sources. Missing keys and bytes past a shorter value read as 0.
     let mut sources = args.from(3);
     let first = sources.next().expect("arity: a source");
-    let mut result = kv.get(first)?.unwrap_or_default();
+    let local = &mut ctx.session.local;
+    let mut read = |key: &[u8]| -> CmdResult<Vec<u8>> {
+        let value = kv.get(key)?;
+        local.lookup(value.is_some());
+        Ok(value.unwrap_or_default())
+    };
+    let mut result = read(first)?;
     if not {
         result.iter_mut().for_each(|b| *b = !*b);
     }
     for key in sources {
-        let source = kv.get(key)?.unwrap_or_default();
+        let source = read(key)?;
         if source.len() > result.len() {
             result.resize(source.len(), 0);
         }

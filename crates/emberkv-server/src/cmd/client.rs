@@ -271,11 +271,9 @@ fn list(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         } else if is(opt, "ID") && i + 1 < args.len() {
             let mut found = Vec::new();
             for v in args.from(i + 1) {
-                let n = int(v)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| CmdError::err("Invalid client ID"))?;
-                found.push(n as u64);
+                // Any integer, as in Redis; one below 1 names no client.
+                let n = int(v).map_err(|_| CmdError::err("Invalid client ID"))?;
+                found.extend(u64::try_from(n).ok());
             }
             ids = Some(found);
             i = args.len();

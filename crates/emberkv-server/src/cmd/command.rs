@@ -111,11 +111,56 @@ fn count(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// What COMMAND LIST's FILTERBY keeps.
+enum ListFilter<'a> {
+    /// `MODULE name`: no command here comes from a module.
+    Module,
+    /// `ACLCAT category`: the category's name without `@`, any case.
+    AclCat(&'a [u8]),
+    /// `PATTERN glob`: matched against the full name, ignoring case.
+    Pattern(Vec<u8>),
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob],
+/// as Redis 7.0's: the full name of every command and subcommand
+/// (`container|sub`, after its container), or of those the filter keeps.
+/// Anything else after LIST is a syntax error.
 fn list(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    if args.len() > 2 {
-        return Err(crate::error::CmdError::Syntax);
+    let filter = match args.len() {
+        2 => None,
+        5 if is(args.get(2), "FILTERBY") => {
+            let (kind, arg) = (args.get(3), args.get(4));
+            Some(if is(kind, "MODULE") {
+                ListFilter::Module
+            } else if is(kind, "ACLCAT") {
+                ListFilter::AclCat(arg)
+            } else if is(kind, "PATTERN") {
+                ListFilter::Pattern(arg.to_ascii_lowercase())
+            } else {
+                return Err(CmdError::Syntax);
+            })
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let mut names = Vec::new();
+    for spec in COMMANDS {
+        let cats = categories(spec.flags, named_categories(spec));
+        names.push((spec.name.to_owned(), cats));
+        for sub in subcommands(spec.name) {
+            let cats = categories(sub.flags, sub_named_categories(spec));
+            names.push((format!("{}|{}", spec.name, sub.name), cats));
+        }
     }
-    ctx.out.bulks(COMMANDS.iter().map(|s| s.name.as_bytes()));
+    let keep = |name: &str, cats: &[&str]| match &filter {
+        None => true,
+        Some(ListFilter::Module) => false,
+        Some(ListFilter::AclCat(cat)) => cats
+            .iter()
+            .any(|c| c.as_bytes()[1..].eq_ignore_ascii_case(cat)),
+        Some(ListFilter::Pattern(glob)) => crate::glob::matches(glob, name.as_bytes()),
+    };
+    names.retain(|(name, cats)| keep(name, cats));
+    ctx.out.bulks(names.iter().map(|(name, _)| name.as_bytes()));
     Ok(())
 }
 
@@ -162,8 +207,18 @@ fn categories(flags: u16, named: &[&'static str]) -> Vec<&'static str> {
         .collect()
 }
 
+/// The categories Redis's command table names for each subcommand of
+/// container `spec`.
+fn sub_named_categories(spec: &Spec) -> &'static [&'static str] {
+    if spec.name == "config" {
+        &[]
+    } else {
+        &["@connection"]
+    }
+}
+
 /// The categories Redis's command table names for a command (its
-/// subcommands take the container's, see [`write_info`]).
+/// subcommands', see [`sub_named_categories`]).
 fn named_categories(spec: &Spec) -> &'static [&'static str] {
     match spec.name {
         // Containers: their subcommands carry the categories.
@@ -506,13 +561,8 @@ fn write_info(ctx: &mut Ctx<'_>, spec: &Spec) {
 
 /// The COMMAND INFO entry of subcommand `sub` of container `spec`.
 fn write_sub_info(ctx: &mut Ctx<'_>, spec: &Spec, sub: &Sub) {
-    // A subcommand has the categories its container's table names.
-    let named: &[&str] = if spec.name == "config" {
-        &[]
-    } else {
-        &["@connection"]
-    };
     let name = format!("{}|{}", spec.name, sub.name);
+    let named = sub_named_categories(spec);
     write_entry(ctx, &name, sub.arity, sub.flags, (0, 0, 0), named);
     ctx.out.set(0); // subcommands
 }

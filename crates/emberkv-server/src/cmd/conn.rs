@@ -27,7 +27,7 @@ pub(super) fn quit(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
 }
 
 pub(super) fn select(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
-    match crate::parse::int(args.get(1))? {
+    match crate::parse::int32(args.get(1))? {
         0 => {
             ctx.out.ok();
             Ok(())

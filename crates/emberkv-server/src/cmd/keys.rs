@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::num::parse_cursor;
-use crate::parse::{Args, int, is, text};
+use crate::parse::{Args, int, int32, is, text};
 use crate::store::{Write, now_ms};
 
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
@@ -80,15 +80,7 @@ pub(super) fn copy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         if is(opt, "REPLACE") {
             replace = true;
         } else if is(opt, "DB") && i + 1 < args.len() {
-            // Redis reads it as a C int.
-            let db = i32::try_from(int(args.get(i + 1))?).map_err(|_| {
-                CmdError::err(format_args!(
-                    "value is out of range, value must between {} and {}",
-                    i32::MIN,
-                    i32::MAX
-                ))
-            })?;
-            if db != 0 {
+            if int32(args.get(i + 1))? != 0 {
                 return Err(CmdError::DbIndexOutOfRange);
             }
             i += 1;
@@ -102,7 +94,9 @@ pub(super) fn copy(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     }
     let kv = ctx.kv();
     let _locks = kv.lock_all([src, dst].into_iter());
-    let copied = match kv.entry(src)? {
+    let source = kv.entry(src)?;
+    ctx.session.local.lookup(source.is_some());
+    let copied = match source {
         Some((value, expires_at)) if replace || !kv.contains_key(dst)? => {
             kv.apply(&[(dst, Write::Put(&value, expires_at))])?;
             true
@@ -127,6 +121,9 @@ pub(super) fn exists(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         }
         Ok(n)
     })?;
+    let lookups = args.len() as u64 - 1;
+    ctx.session.local.hits += n as u64;
+    ctx.session.local.misses += lookups - n as u64;
     ctx.out.int(n);
     Ok(())
 }
@@ -219,7 +216,9 @@ pub(super) fn pexpireat(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
 fn ttl_generic(ctx: &mut Ctx<'_>, args: &Args<'_>, ms: bool, absolute: bool) -> CmdResult {
     let key = args.get(1);
     let kv = ctx.kv();
-    let reply = match kv.read(key, || kv.expiry(key))? {
+    let expiry = kv.read(key, || kv.expiry(key))?;
+    ctx.session.local.lookup(expiry.is_some());
+    let reply = match expiry {
         None => -2,
         Some(None) => -1,
         Some(Some(at)) => {
@@ -264,6 +263,7 @@ pub(super) fn type_(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let key = args.get(1);
     let kv = ctx.kv();
     let found = kv.read(key, || kv.contains_key(key))?;
+    ctx.session.local.lookup(found);
     ctx.out.simple(if found { "string" } else { "none" });
     Ok(())
 }

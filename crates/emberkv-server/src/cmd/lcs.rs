@@ -145,11 +145,11 @@ pub(super) fn lcs(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let (key_a, key_b) = (args.get(1), args.get(2));
     let kv = ctx.kv();
     let (a, b) = kv.read_all([key_a, key_b].into_iter(), || -> CmdResult<_> {
-        Ok((
-            kv.get(key_a)?.unwrap_or_default(),
-            kv.get(key_b)?.unwrap_or_default(),
-        ))
+        Ok((kv.get(key_a)?, kv.get(key_b)?))
     })?;
+    ctx.session.local.lookup(a.is_some());
+    ctx.session.local.lookup(b.is_some());
+    let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
     let request = parse(args)?;
     if a.len() as u64 >= u64::from(u32::MAX - 1) || b.len() as u64 >= u64::from(u32::MAX - 1) {
         return Err(CmdError::err("String too long for LCS"));

@@ -113,11 +113,10 @@ pub(super) fn get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
     let scratch = &mut ctx.session.scratch;
     let found = kv.read(key, || kv.get_into(key, scratch))?;
+    ctx.session.local.lookup(found);
     if found {
-        ctx.session.local.hits += 1;
         ctx.out.bulk(&ctx.session.scratch);
     } else {
-        ctx.session.local.misses += 1;
         ctx.out.null();
     }
     Ok(())
@@ -141,6 +140,9 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
     let _lock = kv.lock(key);
     let old = if e.get { Some(kv.get(key)?) } else { None };
+    if let Some(old) = &old {
+        ctx.session.local.lookup(old.is_some());
+    }
     if e.nx || e.xx {
         let found = match &old {
             Some(v) => v.is_some(),
@@ -198,6 +200,7 @@ pub(super) fn getset(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
     let _lock = kv.lock(key);
     let old = kv.get(key)?;
+    ctx.session.local.lookup(old.is_some());
     kv.put(key, value, Expiry::Never)?;
     reply_opt(ctx, old.as_deref());
     Ok(())
@@ -454,6 +457,7 @@ pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
     let scratch = &mut ctx.session.scratch;
     let found = kv.read(key, || kv.get_into(key, scratch))?;
+    ctx.session.local.lookup(found);
     let len = if found { ctx.session.scratch.len() } else { 0 };
     ctx.out.int(len as i64);
     Ok(())
@@ -486,6 +490,7 @@ pub(super) fn getrange(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let kv = ctx.kv();
     let scratch = &mut ctx.session.scratch;
     let found = kv.read(key, || kv.get_into(key, scratch))?;
+    ctx.session.local.lookup(found);
     let value: &[u8] = if found { &ctx.session.scratch } else { b"" };
     match range(value.len(), start, end) {
         Some((s, e)) => ctx.out.bulk(&value[s..=e]),
