@@ -90,7 +90,7 @@ impl CmdError {
 
 /// `arg` as C's `%.<max>s` prints it, as Redis formats names and
 /// arguments in its errors: up to its first NUL, at most `max` bytes.
-fn c_text(arg: &[u8], max: usize) -> String {
+pub(crate) fn c_text(arg: &[u8], max: usize) -> String {
     let arg = c_str(arg);
     String::from_utf8_lossy(&arg[..arg.len().min(max)]).into_owned()
 }

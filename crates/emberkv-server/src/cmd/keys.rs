@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::num::parse_cursor;
-use crate::parse::{Args, int, int32, is, text};
+use crate::parse::{Args, int, int32, is};
 use crate::store::{Write, now_ms};
 
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
@@ -148,9 +148,10 @@ fn expire_generic(
         } else if is(opt, "LT") {
             lt = true;
         } else {
+            // Redis's `%s`: up to the first NUL.
             return Err(CmdError::err(format_args!(
                 "Unsupported option {}",
-                text(opt)
+                crate::error::c_text(opt, usize::MAX)
             )));
         }
     }

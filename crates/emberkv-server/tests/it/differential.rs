@@ -1225,6 +1225,7 @@ fn keywords_end_at_a_nul_as_in_redis_server() {
         &[b"SET", b"k", b"y", b"N\0X"],
         &[b"GETEX", b"k", b"PERSIST\0"],
         &[b"EXPIRE", b"k", b"100", b"NX\0"],
+        &[b"EXPIRE", b"k", b"100", b"N\0X"],
         &[b"TTL", b"k"],
         &[b"SET", b"a", b"1"],
         &[b"BITOP", b"AND\0", b"d", b"a", b"k"],
