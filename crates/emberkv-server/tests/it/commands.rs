@@ -739,6 +739,12 @@ fn client_kill_by_address_kills_every_client_there() {
     let s = Server::start(&[]);
     let mut tcp = s.raw();
     let mut u: Vec<_> = (0..3).map(|_| s.raw_unix()).collect();
+    // A connect returns once the kernel queues the connection; a reply
+    // shows the server has taken the client in (regression: CI saw one
+    // accepted after the kill, left open, 2026-12-05).
+    for c in &mut u {
+        assert_eq!(c.q("PING"), simple("PONG"));
+    }
     let line = String::from_utf8(as_bytes(&u[0].q("CLIENT INFO"))).unwrap();
     let addr = line
         .split(' ')
