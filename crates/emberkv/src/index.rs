@@ -26,7 +26,7 @@
 //! segment file of the store lies within [`MAX_LOG_SPAN`] (2^47 bytes,
 //! 128 TiB) of the tail, which the log enforces when it opens a segment.
 //! So the index never runs out of addresses: a store may write 2^64 bytes
-//! of log (16 EiB, 580 years at 1 GiB/s) over its life.
+//! of log (16 EiB, 544 years at 1 GiB/s) over its life.
 //!
 //! Readers take no lock: they load the shard's table with `arc_swap` and
 //! probe it with atomic loads. Writers serialise per shard on a mutex. A

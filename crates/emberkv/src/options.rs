@@ -202,7 +202,9 @@ pub struct Options {
     /// store, resident `readrandom` went from 1.31x to 1.12x LMDB and
     /// `ycsb-c` from 1.40x to 1.04x, medians of 5 to 7 runs; see
     /// `docs/PERFORMANCE.md`). Worth it when the data is many times the
-    /// memory and disk space matters more than read CPU.
+    /// memory and disk space matters more than read CPU. No effect when
+    /// background compaction is off (`compaction_garbage(None)`): the
+    /// same thread does both.
     pub compress_cold_segments: bool,
     /// When `true`, open an existing store for reading only. Gets,
     /// iteration, [`crate::Db::scan`], [`crate::Db::stats`] and
