@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The long torture: runs the SIGKILL crash suite (crates/emberkv/tests/crash.rs,
-# 5 scenarios x 8 kill/reopen cycles each) and the linearizability check
+# 6 scenarios x 8 kill/reopen cycles each) and the linearizability check
 # (crates/emberkv/tests/linearizability.rs, 8 threads, about 34,000 operations)
-# once per seed, for SEEDS seeds (default 32, i.e. 1,280 kill/reopen cycles),
+# once per seed, for SEEDS seeds (default 32, i.e. 1,536 kill/reopen cycles),
 # and stops at the first failure, printing the seed that reproduces it:
 #
 #   EMBERKV_CRASH_SEED=<seed> cargo test -p emberkv --test crash
@@ -26,4 +26,4 @@ for ((seed = first; seed < first + seeds; seed++)); do
     fi
     echo "seed $seed: ok ($(echo "$out" | grep -o '[0-9]* passed' | head -1), linearizable)"
 done
-echo "torture: $seeds seeds x 5 scenarios x 8 cycles = $((seeds * 40)) kill/reopen cycles and $seeds linearizability runs, all clean, in $(( $(date +%s) - start )) s"
+echo "torture: $seeds seeds x 6 scenarios x 8 cycles = $((seeds * 48)) kill/reopen cycles and $seeds linearizability runs, all clean, in $(( $(date +%s) - start )) s"

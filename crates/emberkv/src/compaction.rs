@@ -486,7 +486,11 @@ impl Group {
             None => {
                 self.bytes.extend_from_slice(record.stored_value);
                 let flags = record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY);
-                (flags, Some((record.header.flags, record.header.crc)))
+                // A record rewritten in place carries a span, which its
+                // copy (appended) does not: their bytes differ.
+                let source =
+                    (record.header.span == 0).then_some((record.header.flags, record.header.crc));
+                (flags, source)
             }
         };
         self.found.push(Found {

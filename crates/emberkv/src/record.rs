@@ -6,7 +6,7 @@
 //! |---------:|-----:|-----------------------------------------------------|
 //! | 0        | 4    | CRC32C of bytes 4..end (for a pad: of bytes 4..16)  |
 //! | 4        | 1    | flags: 1 tombstone, 2 pad, 4 has expiry, 8 in batch, 16 compressed, 32 with the dictionary |
-//! | 5        | 3    | reserved, zero                                      |
+//! | 5        | 3    | span of an update in place, or zero (format 4)      |
 //! | 8        | 4    | key length in bytes                                 |
 //! | 12       | 4    | value length in bytes (for a pad: bytes skipped)    |
 //! | 16       | 8    | expiry, Unix time in ms (only with flag 4)          |
@@ -18,6 +18,13 @@
 //! as zeros, see [`encode_pad`]). Flag 8 marks a
 //! record of a write batch that is followed by more records of the same
 //! batch; the batch's last record has it clear (see `recovery.rs`).
+//!
+//! A record rewritten where it stands (`Log::update_in_place`) records its
+//! span: the bytes from its start to the log's tail at the rewrite. Every
+//! record of that span was appended before the rewrite, so a log that
+//! holds the rewritten record must hold them too for what survives to stay
+//! a prefix of the writes; replay holds the record back until it has read
+//! that far (see `recovery.rs`). Zero for every appended record.
 
 use crate::checksum::Crc32c;
 use crate::compression::Codec;
@@ -168,6 +175,19 @@ pub(crate) fn encode_pad(out: &mut [u8]) {
     header[..4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Longest span of an update in place, in bytes (exclusive): it is stored
+/// in three bytes.
+pub(crate) const MAX_SPAN: u64 = 1 << 24;
+
+/// Sets the span of the encoded record `bytes` (see the module docs) and
+/// its checksum again.
+pub(crate) fn set_span(bytes: &mut [u8], span: u32) {
+    debug_assert!(u64::from(span) < MAX_SPAN && span as usize >= bytes.len());
+    bytes[5..8].copy_from_slice(&span.to_le_bytes()[..3]);
+    let crc = crate::checksum::crc32c(&bytes[4..]);
+    bytes[..4].copy_from_slice(&crc.to_le_bytes());
+}
+
 fn write_header(header: &mut [u8], flags: u8, key_len: u32, value_len: u32) {
     header[4] = flags;
     header[5..8].fill(0);
@@ -180,6 +200,9 @@ fn write_header(header: &mut [u8], flags: u8, key_len: u32, value_len: u32) {
 pub(crate) struct Header {
     pub crc: u32,
     pub flags: u8,
+    /// The span of an update in place (see the module docs), in bytes:
+    /// 0, or at least the record's length, below 2^24.
+    pub span: u32,
     pub key_len: usize,
     pub value_len: usize,
 }
@@ -199,18 +222,18 @@ impl Header {
         let header = Header {
             crc: u32_at(0),
             flags: b[4],
+            span: u32::from_le_bytes([b[5], b[6], b[7], 0]),
             key_len: u32_at(8) as usize,
             value_len: u32_at(12) as usize,
         };
-        if b[5..8] != [0, 0, 0]
-            || header.flags & !KNOWN_FLAGS != 0
+        if header.flags & !KNOWN_FLAGS != 0
             || header.flags & (FLAG_COMPRESSED | FLAG_TOMBSTONE) == FLAG_COMPRESSED | FLAG_TOMBSTONE
             || header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY) == FLAG_DICTIONARY
         {
             return Err(Error::corruption(addr, "unknown record flags"));
         }
         if header.is_pad() {
-            if header.key_len != 0 || header.flags != FLAG_PAD {
+            if header.key_len != 0 || header.flags != FLAG_PAD || header.span != 0 {
                 return Err(Error::corruption(addr, "malformed pad record"));
             }
             if crate::checksum::crc32c(&b[4..]) != header.crc {
@@ -219,6 +242,11 @@ impl Header {
         } else if header.key_len > crate::MAX_KEY_BYTES || header.value_len > crate::MAX_VALUE_BYTES
         {
             return Err(Error::corruption(addr, "record length out of bounds"));
+        } else if header.span != 0 && (header.span as usize) < header.total_len() {
+            return Err(Error::corruption(
+                addr,
+                "update span shorter than its record",
+            ));
         }
         Ok(header)
     }

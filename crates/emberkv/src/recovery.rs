@@ -366,9 +366,14 @@ pub(crate) fn replay(
             }
         };
         let mut pos = (start + SEGMENT_HEADER_BYTES).max(from);
-        // Records of a batch whose last record has not been read yet.
+        // Records held back: those of a batch whose last record has not
+        // been read yet, and those of an update in place's span that has
+        // not been read to its end (`hold_until`). They are applied all
+        // together, or cut from `batch_start` on.
         let mut batch: Vec<u64> = Vec::new();
         let mut batch_start = pos;
+        let mut in_batch = false;
+        let mut hold_until = pos;
         let checkpointed = claimed.min(start + storage.segment_size());
         // Below it, bytes of the newest segment were made durable.
         let floor = marked.max(checkpointed);
@@ -377,7 +382,8 @@ pub(crate) fn replay(
                 break !batch.is_empty() || file_len > storage.segment_size();
             }
             match next_record(storage, &mut chunk, pos, end)? {
-                Next::Pad(_) if !batch.is_empty() => break true,
+                // A batch lies in one page; a span may cross pages.
+                Next::Pad(_) if in_batch => break true,
                 Next::Pad(len) => {
                     *found.pads.entry(seg).or_default() += len;
                     pos += len;
@@ -387,13 +393,15 @@ pub(crate) fn replay(
                         batch_start = pos;
                     }
                     batch.push(pos);
+                    hold_until = hold_until.max(pos + u64::from(header.span));
+                    in_batch = header.continues_batch();
                     pos += header.total_len() as u64;
                     if let Mode::Check(report) = &mut mode {
                         report.records += 1;
                         report.tombstones += u64::from(header.is_tombstone());
                         report.bytes_checked += header.total_len() as u64;
                     }
-                    if !header.continues_batch() {
+                    if !in_batch && pos >= hold_until {
                         for addr in batch.drain(..) {
                             apply(storage, index, hasher, &chunk, &mut scratch, addr)?;
                         }
@@ -415,6 +423,7 @@ pub(crate) fn replay(
                         )
                     })?;
                     batch.clear();
+                    (in_batch, hold_until) = (false, 0);
                     pos = crate::salvage::resume_after(storage, &mut chunk, pos, end)?.0;
                 }
                 Next::Invalid => break true,

@@ -310,8 +310,12 @@ fn scan_segment(
 ) -> Result<u64> {
     let mut pos = storage.segment_start(seg) + SEGMENT_HEADER_BYTES;
     let mut valid_end = pos;
-    // Records of a batch whose last record has not been read yet.
+    // Records held back, as recovery holds them: those of a batch whose
+    // last record has not been read yet, and those of an update in
+    // place's span not read to its end (`hold_until`).
     let mut batch: Vec<(Vec<u8>, u64, bool)> = Vec::new();
+    let mut in_batch = false;
+    let mut hold_until = 0;
     // Set at damage, until a record that ends a batch: the records read
     // meanwhile may belong to a batch the damage cut (a damaged record's
     // flags cannot be trusted), so they are left out.
@@ -320,6 +324,7 @@ fn scan_segment(
         let len = match next_record(storage, chunk, pos, end)? {
             Next::Invalid => {
                 report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+                (in_batch, hold_until) = (false, 0);
                 cut_batch = true;
                 let (resume, probable_keys) = resume_after(storage, chunk, pos, end)?;
                 if resume >= end && pos >= floor && nonzero_bytes(storage, chunk, pos, end)? == 0 {
@@ -336,8 +341,12 @@ fn scan_segment(
             }
             Next::Pad(len) => {
                 // A batch never reaches a pad (it lies in one page, and a
-                // pad ends one): recovery takes the batch for torn.
-                report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+                // pad ends one): recovery takes the batch for torn. A span
+                // may cross pages.
+                if in_batch {
+                    report.left_out.extend(batch.drain(..).map(|(key, ..)| key));
+                    (in_batch, hold_until) = (false, 0);
+                }
                 len
             }
             Next::Record(header) => {
@@ -349,7 +358,9 @@ fn scan_segment(
                     cut_batch = header.continues_batch();
                 } else {
                     batch.push((record.key.to_vec(), pos, header.is_tombstone()));
-                    if !header.continues_batch() {
+                    hold_until = hold_until.max(pos + u64::from(header.span));
+                    in_batch = header.continues_batch();
+                    if !in_batch && pos + len as u64 >= hold_until {
                         for (key, addr, tombstone) in batch.drain(..) {
                             newest.insert(key, (addr, tombstone));
                         }

@@ -57,6 +57,11 @@ pub struct Stats {
     /// Records appended since the store was opened (writes, tombstones and
     /// compaction's copies).
     pub records_appended: u64,
+    /// Writes since the store was opened that rewrote their key's record
+    /// where it stood instead of appending one (an update in place: a
+    /// value of the same length, whose record no write-out had reached
+    /// yet; see docs/ARCHITECTURE.md, "Updates in place").
+    pub records_updated_in_place: u64,
     /// fdatasyncs of the log since the store was opened; with
     /// `sync_writes`, `records_appended / fdatasyncs` is how many writes
     /// each group commit covered.
@@ -79,7 +84,7 @@ impl Stats {
         hot_bytes: usize,
         (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
         (compactions, write_waits, expired_keys_removed): (u64, u64, u64),
-        (records_appended, fdatasyncs): (u64, u64),
+        (records_appended, records_updated_in_place, fdatasyncs): (u64, u64, u64),
         torn_bytes_cut: u64,
     ) -> Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
@@ -104,6 +109,7 @@ impl Stats {
             write_waits,
             expired_keys_removed,
             records_appended,
+            records_updated_in_place,
             fdatasyncs,
             torn_bytes_cut,
         }

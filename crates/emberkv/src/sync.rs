@@ -97,10 +97,10 @@ fn waiters_spin() -> bool {
 /// Atomic integers and flags.
 pub(crate) mod atomic {
     #[cfg(shuttle)]
-    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, fence};
     pub(crate) use std::sync::atomic::Ordering;
     #[cfg(not(shuttle))]
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, fence};
 }
 
 /// The store's background threads (flusher, maintenance): the standard
@@ -128,6 +128,15 @@ pub(crate) mod thread {
         #[cfg(shuttle)]
         let inner = shuttle::thread::Builder::new().name(name.into()).spawn(f)?;
         Ok(JoinHandle(inner))
+    }
+
+    /// Gives the CPU to another thread (under shuttle, lets the schedule
+    /// run another).
+    pub(crate) fn yield_now() {
+        #[cfg(not(shuttle))]
+        std::thread::yield_now();
+        #[cfg(shuttle)]
+        shuttle::thread::yield_now();
     }
 
     impl JoinHandle {

@@ -59,6 +59,10 @@ enum Mode {
     /// As `Compaction`, with expiry: inserts already expired or to expire
     /// within 1 ms, or in an hour, and `expire` of existing keys.
     Expiry,
+    /// Default mode: each writer overwrites its few keys in turn with
+    /// values of one length, so that most writes rewrite their key's
+    /// record in place.
+    Updates,
 }
 
 impl Mode {
@@ -69,6 +73,7 @@ impl Mode {
             Mode::SmallSegments => "segments",
             Mode::Compaction => "compaction",
             Mode::Expiry => "expiry",
+            Mode::Updates => "updates",
         }
     }
 
@@ -79,6 +84,7 @@ impl Mode {
             "segments" => Mode::SmallSegments,
             "compaction" => Mode::Compaction,
             "expiry" => Mode::Expiry,
+            "updates" => Mode::Updates,
             _ => panic!("unknown crash mode {s:?}"),
         }
     }
@@ -86,7 +92,7 @@ impl Mode {
     fn options(self) -> Options {
         match self {
             Mode::Sync => Options::default().sync_writes(true),
-            Mode::Flush => Options::default().flush_interval(FLUSH_INTERVAL),
+            Mode::Flush | Mode::Updates => Options::default().flush_interval(FLUSH_INTERVAL),
             Mode::SmallSegments | Mode::Compaction | Mode::Expiry => Options::default()
                 .sync_writes(true)
                 .segment_bytes(1 << 20)
@@ -98,13 +104,14 @@ impl Mode {
     fn keys(self) -> u64 {
         match self {
             Mode::SmallSegments | Mode::Compaction | Mode::Expiry => 16,
+            Mode::Updates => UPDATE_KEYS,
             _ => 50,
         }
     }
 
     fn pad_len(self, h: u64) -> usize {
         match self {
-            Mode::Sync | Mode::Flush => (h % 3000) as usize,
+            Mode::Sync | Mode::Flush | Mode::Updates => (h % 3000) as usize,
             // Half small, half up to 100 KiB: about ten records a segment.
             Mode::SmallSegments | Mode::Compaction | Mode::Expiry if h & 1 == 0 => {
                 ((h >> 1) % 3000) as usize
@@ -273,6 +280,31 @@ fn parse_flush_value(seed: u64, w: u64, seq: u64, value: &[u8]) -> Option<(u64, 
     (cycle < CYCLES && flush_value(seed, w, cycle, seq, clock) == value).then_some((cycle, clock))
 }
 
+/// Keys per writer of the updates scenario, written in turn.
+const UPDATE_KEYS: u64 = 4;
+/// Length of every value of the updates scenario, in bytes.
+const UPDATE_VALUE_BYTES: usize = 300;
+
+fn update_key(w: u64, n: u64) -> Vec<u8> {
+    format!("u{w}-k{}", n % UPDATE_KEYS).into_bytes()
+}
+
+/// `V3 | w | n | padding`, [`UPDATE_VALUE_BYTES`] long.
+fn update_value(seed: u64, w: u64, n: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(UPDATE_VALUE_BYTES);
+    v.extend_from_slice(b"V3");
+    v.extend_from_slice(&w.to_le_bytes());
+    v.extend_from_slice(&n.to_le_bytes());
+    padding(&mut v, UPDATE_VALUE_BYTES - 18, hash(&[seed, w, n, 3]));
+    v
+}
+
+/// The `n` of the write of writer `w` that left `value` under key `k`.
+fn parse_update_value(seed: u64, w: u64, k: u64, value: &[u8]) -> Option<u64> {
+    let n = u64_at(value, 10)?;
+    (n % UPDATE_KEYS == k && update_value(seed, w, n) == value).then_some(n)
+}
+
 fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
@@ -318,7 +350,16 @@ fn crash_child() {
                 let mut ack = File::create(acks.join(format!("ack-{cycle}-{w}"))).unwrap();
                 let mut n = start[w as usize];
                 while Instant::now() < deadline {
-                    let line = if mode == Mode::Flush {
+                    let line = if mode == Mode::Updates {
+                        db.insert(&update_key(w, n), &update_value(seed, w, n))
+                            .unwrap_or_else(|e| child_fail(&format!("insert: {e}")));
+                        if w == 0 && n.is_multiple_of(64) {
+                            let stats = db.stats().unwrap();
+                            let path = acks.join(format!("in-place-{cycle}"));
+                            fs::write(path, stats.records_updated_in_place.to_string()).unwrap();
+                        }
+                        format!("{n} {}\n", unix_nanos(SystemTime::now()))
+                    } else if mode == Mode::Flush {
                         let clock = CLOCK.fetch_add(1, Ordering::SeqCst);
                         let value = flush_value(seed, w, cycle, n, clock);
                         db.insert(&flush_key(w, n), &value)
@@ -347,7 +388,7 @@ fn crash_child() {
                     ack.write_all(line.as_bytes()).unwrap();
                     ack.flush().unwrap();
                     n += 1;
-                    if mode == Mode::Flush && n.is_multiple_of(4) {
+                    if matches!(mode, Mode::Flush | Mode::Updates) && n.is_multiple_of(4) {
                         // Keep the volume (and the parent's check) bounded.
                         std::thread::sleep(Duration::from_micros(100));
                     }
@@ -422,7 +463,7 @@ impl Harness {
         let waited_for_ready = cycle != 3;
         let delay = if !waited_for_ready {
             Duration::from_millis(h % 120)
-        } else if self.mode == Mode::Flush && cycle >= CYCLES - 2 {
+        } else if matches!(self.mode, Mode::Flush | Mode::Updates) && cycle >= CYCLES - 2 {
             // Long enough for the durability-window check to bite.
             Duration::from_millis(1600 + h % 600)
         } else {
@@ -883,5 +924,93 @@ fn default_mode_keeps_a_prefix_after_sigkill() {
         survived.iter().sum::<u64>() > 0 && checked_window > 0,
         "default mode: nothing survived or no write was old enough to check the window \
          (survived {survived:?}, {checked_window} checked)"
+    );
+}
+
+/// Default mode with updates in place: each writer rewrites its keys in
+/// turn with values of one length, so most writes rewrite an unflushed
+/// record where it stands. What survives must still be a prefix of each
+/// writer's writes: every key holds the writer's last write to it at or
+/// before the newest write of the writer that survived. An update that
+/// reached the file without the records appended before it would break
+/// that. Every write acknowledged longer than the durability window before
+/// the kill survives.
+#[test]
+fn updates_in_place_keep_a_prefix_after_sigkill() {
+    let h = Harness::new(Mode::Updates);
+    let seed = h.seed;
+    // survived[w]: writer w's writes 0..survived[w] survived.
+    let mut survived = vec![0u64; WRITERS as usize];
+    let mut in_place = 0u64;
+    for cycle in 0..CYCLES {
+        let run = h.run(cycle, &survived);
+        let ctx = h.ctx(cycle);
+        let db = h.reopen(cycle);
+        for w in 0..WRITERS {
+            let held: Vec<Option<u64>> = (0..UPDATE_KEYS)
+                .map(|k| {
+                    let key = update_key(w, k);
+                    let got = db
+                        .get(&key)
+                        .unwrap_or_else(|e| panic!("{ctx} get({}) failed: {e:?}", show(&key)));
+                    got.map(|v| {
+                        parse_update_value(seed, w, k, &v).unwrap_or_else(|| {
+                            panic!(
+                                "{ctx} key {} holds a value never written under it",
+                                show(&key)
+                            )
+                        })
+                    })
+                })
+                .collect();
+            let next = held.iter().flatten().max().map_or(0, |&n| n + 1);
+            for (k, &n) in (0..UPDATE_KEYS).zip(&held) {
+                // The last write to key k before `next`.
+                let expected = (next > k).then(|| k + (next - 1 - k) / UPDATE_KEYS * UPDATE_KEYS);
+                assert_eq!(
+                    n, expected,
+                    "{ctx} writer {w}: key {k} holds write {n:?}, but after writes 0..{next} \
+                     it holds {expected:?}: what survived is not a prefix of the writes"
+                );
+            }
+            assert!(
+                next >= survived[w as usize],
+                "{ctx} writer {w}: writes up to {} had survived, now only up to {next}",
+                survived[w as usize]
+            );
+            let acked: Vec<(u64, u64)> = run.acks[w as usize]
+                .iter()
+                .map(|line| {
+                    let mut parts = line.split(' ').map(|p| p.parse::<u64>().unwrap());
+                    (parts.next().unwrap(), parts.next().unwrap())
+                })
+                .collect();
+            if let Some(&(last, _)) = acked.last() {
+                assert!(
+                    next <= last + 2,
+                    "{ctx} writer {w}: write {} survived, past the one in flight after {last}",
+                    next - 1
+                );
+            }
+            let deadline =
+                unix_nanos(run.killed_at).saturating_sub(DURABILITY_GRACE.as_nanos() as u64);
+            for &(n, at) in &acked {
+                assert!(
+                    at >= deadline || n < next,
+                    "{ctx} writer {w}: write {n}, acknowledged {} ms before the kill, was lost",
+                    (unix_nanos(run.killed_at) - at) / 1_000_000
+                );
+            }
+            survived[w as usize] = next;
+        }
+        db.close().unwrap();
+        if let Ok(count) = fs::read_to_string(h.acks.join(format!("in-place-{cycle}"))) {
+            // A kill can leave the file empty.
+            in_place += count.trim().parse::<u64>().unwrap_or(0);
+        }
+    }
+    assert!(
+        in_place > 0,
+        "no write went in place: the scenario tests nothing new"
     );
 }

@@ -81,10 +81,12 @@ fn key(i: u32) -> Vec<u8> {
     format!("key-{i:06}").into_bytes()
 }
 
-/// Value `i` (4 KiB and a bit), distinct per `i` and `version`.
+/// Value `i` (4 KiB and a bit), distinct per `i` and `version`, and of a
+/// length of its own per version, so that every overwrite appends (none
+/// goes in place) and leaves garbage behind.
 fn value(i: u32, version: u32) -> Vec<u8> {
     let mut v = format!("{i}:{version}:").into_bytes();
-    v.resize(4_200, (i ^ version) as u8);
+    v.resize(4_200 + (version % 64) as usize, (i ^ version) as u8);
     v
 }
 

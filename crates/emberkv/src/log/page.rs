@@ -9,8 +9,24 @@
 //! that write is its address published (a `Release` store of the log tail or
 //! of an index entry). Readers and the flusher only read ranges they learnt
 //! of through an `Acquire` load of such a publication, and a published range
-//! is never written again. Reads and writes therefore never touch the same
-//! byte concurrently, which is what the `UnsafeCell` bytes allow.
+//! is written again only by [`Page::overwrite`] (an update in place, see
+//! below). Plain reads and writes therefore never touch the same byte
+//! concurrently, which is what the `UnsafeCell` bytes allow.
+//!
+//! An update in place rewrites a published record that no write-out has
+//! copied yet (`Log::update_in_place`) while lock-free readers may be
+//! copying it. The page's version makes that a seqlock (Boehm, "Can
+//! seqlocks get along with programming language memory models?", MSPC
+//! 2012): the writer makes the version odd, stores the bytes, and makes it
+//! even again; a reader ([`Page::read_versioned`]) loads the version,
+//! copies the bytes, and keeps the copy only if the version was even and
+//! has not changed. Both sides touch those bytes with atomic loads and
+//! stores only, so a reader racing with the writer gets a copy it throws
+//! away, never a data race. Records that an update in place may rewrite
+//! (at or above the log's flushed address) are read only that way; once a
+//! write-out has passed a record (it holds the log's flush lock, as the
+//! updates do), the record is never rewritten again and plain reads are
+//! sound.
 //!
 //! The buffer of an evicted page goes back to a [`PagePool`] when the last
 //! reference to the page is dropped, and a new page of the same size takes
@@ -37,8 +53,10 @@
 
 use std::cell::UnsafeCell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64 as RawAtomicU64};
 
 use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// Alignment of an [`Arena`]'s first frame: the size of an x86-64 huge
 /// page, so that each aligned 2 MiB of frames can be one.
@@ -345,6 +363,9 @@ pub(crate) struct Page {
     memory: Memory,
     /// Where the memory goes when the page is dropped.
     pool: Option<Arc<PagePool>>,
+    /// The seqlock of updates in place: odd while [`Page::overwrite`]
+    /// stores bytes, bumped by two by each.
+    version: AtomicU64,
 }
 
 // SAFETY: the bytes are only mutated through `fill`, whose contract (one
@@ -367,6 +388,7 @@ impl Page {
             len,
             memory: Memory::Own(zeroed(len)),
             pool: None,
+            version: AtomicU64::new(0),
         }
     }
 
@@ -384,6 +406,7 @@ impl Page {
             len,
             memory: pool.take(len).unwrap_or_else(|| Memory::Own(zeroed(len))),
             pool: Some(Arc::clone(pool)),
+            version: AtomicU64::new(0),
         }
     }
 
@@ -456,6 +479,52 @@ impl Page {
         unsafe { std::slice::from_raw_parts(self.base().add(off), len) }
     }
 
+    /// Rewrites the published bytes at `addr` with `bytes` (an update in
+    /// place), with atomic stores under the page's seqlock (see the module
+    /// docs).
+    ///
+    /// # Safety
+    /// The caller holds the log's append lock (no other `fill` or
+    /// `overwrite` runs) and its flush lock (no write-out reads the page),
+    /// and every other reader of the range uses [`Page::read_versioned`].
+    ///
+    /// # Panics
+    /// If the range is not inside the page.
+    pub(crate) unsafe fn overwrite(&self, addr: u64, bytes: &[u8]) {
+        let off = self.offset(addr, bytes.len());
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Relaxed);
+        // The odd version is seen before any of the new bytes.
+        fence(Ordering::Release);
+        // SAFETY: in bounds (checked by `offset`); every access to these
+        // bytes while they may change is atomic (the caller's contract).
+        unsafe { store_atomic(self.base().add(off), bytes) };
+        self.version.store(version + 2, Ordering::Release);
+    }
+
+    /// Copies the `len` published bytes at `addr` into `out` (replacing
+    /// its contents) as of one moment between updates in place; returns
+    /// `false`, with `out` holding a copy to be thrown away, when an
+    /// [`Page::overwrite`] ran meanwhile (the caller tries again).
+    ///
+    /// # Safety
+    /// The range was published to the caller (as for [`Page::read`]).
+    ///
+    /// # Panics
+    /// If the range is not inside the page.
+    pub(crate) unsafe fn read_versioned(&self, addr: u64, len: usize, out: &mut Vec<u8>) -> bool {
+        let off = self.offset(addr, len);
+        let before = self.version.load(Ordering::Acquire);
+        out.clear();
+        out.resize(len, 0);
+        // SAFETY: in bounds (checked by `offset`); the bytes are published,
+        // and read with atomic loads, which an overwrite may race with.
+        unsafe { load_atomic(self.base().add(off), out) };
+        // The loads above are done before the version is read again.
+        fence(Ordering::Acquire);
+        before & 1 == 0 && self.version.load(Ordering::Relaxed) == before
+    }
+
     /// Asks the CPU to start loading the bytes `addr..addr + len` (clamped
     /// to the page) into its caches, one request per 64-byte line, so that
     /// a reader about to go through them in order (a checksum, a copy) does
@@ -514,6 +583,73 @@ impl Drop for Page {
     }
 }
 
+/// Bytes at the start of every range that [`Page::overwrite`] and
+/// [`Page::read_versioned`] move one at a time, up to the next 8-byte
+/// boundary after them: a copy of just these (a record's header, 16
+/// bytes) then never meets a store 8 bytes wide over the same bytes
+/// (atomic accesses of different sizes to the same bytes are outside
+/// Rust's memory model, and Miri rejects them), since both sides cut
+/// ranges that start at the same address in the same places.
+const BYTEWISE_PREFIX: usize = 16;
+
+/// Where the 8-byte words of a range of `len` bytes at `at` begin and end
+/// (offsets in the range): the bytes before and after them go one at a
+/// time.
+fn words_of(at: *const u8, len: usize) -> (usize, usize) {
+    let first = (BYTEWISE_PREFIX + at.wrapping_add(BYTEWISE_PREFIX).align_offset(8)).min(len);
+    let words = (len - first) / 8;
+    (first, first + 8 * words)
+}
+
+/// Stores `bytes` at `dst` with relaxed atomic stores, cut as
+/// [`words_of`] says.
+///
+/// # Safety
+/// `dst..dst + bytes.len()` is valid for writes, and every concurrent
+/// access to it is atomic and cut in the same places.
+unsafe fn store_atomic(dst: *mut u8, bytes: &[u8]) {
+    let (first, end) = words_of(dst, bytes.len());
+    for (i, &b) in bytes.iter().enumerate() {
+        if (first..end).contains(&i) {
+            if (i - first).is_multiple_of(8) {
+                let value = u64::from_ne_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+                // SAFETY: in the range (the caller's contract), and
+                // 8-aligned (`words_of`).
+                unsafe { RawAtomicU64::from_ptr(dst.add(i).cast()) }
+                    .store(value, Ordering::Relaxed);
+            }
+        } else {
+            // SAFETY: in the range; `AtomicU8` has the layout of `u8`.
+            unsafe { AtomicU8::from_ptr(dst.add(i)) }.store(b, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Fills `out` from `src` with relaxed atomic loads, cut as
+/// [`store_atomic`] cuts.
+///
+/// # Safety
+/// `src..src + out.len()` is valid for reads, and every concurrent access
+/// to it is atomic and cut in the same places.
+unsafe fn load_atomic(src: *const u8, out: &mut [u8]) {
+    let src = src.cast_mut();
+    let (first, end) = words_of(src, out.len());
+    let mut i = 0;
+    while i < out.len() {
+        if (first..end).contains(&i) {
+            // SAFETY: in the range, and 8-aligned.
+            let value =
+                unsafe { RawAtomicU64::from_ptr(src.add(i).cast()) }.load(Ordering::Relaxed);
+            out[i..i + 8].copy_from_slice(&value.to_ne_bytes());
+            i += 8;
+        } else {
+            // SAFETY: in the range.
+            out[i] = unsafe { AtomicU8::from_ptr(src.add(i)) }.load(Ordering::Relaxed);
+            i += 1;
+        }
+    }
+}
+
 /// A zeroed buffer of `len` bytes.
 fn zeroed(len: usize) -> Buffer {
     into_cells(vec![0u8; len].into_boxed_slice())
@@ -557,6 +693,54 @@ mod tests {
         // SAFETY: written above.
         assert_eq!(unsafe { page.read(4200, 3) }, b"abc");
         assert_eq!(page.available(4300, 100), 52);
+    }
+
+    #[test]
+    fn an_overwrite_is_read_back_whole() {
+        let page = Page::new(4096, 4096, 256);
+        // SAFETY: single thread; nothing published yet.
+        unsafe { page.fill(4099, 21, |b| b.fill(1)) };
+        // SAFETY: single thread (no write-out, no other reader); an odd
+        // start and length cover the byte-wise edges of the word copies.
+        unsafe { page.overwrite(4099, &[2; 21]) };
+        let mut out = Vec::new();
+        // SAFETY: published above.
+        assert!(unsafe { page.read_versioned(4099, 21, &mut out) });
+        assert_eq!(out, [2; 21]);
+        // SAFETY: as above.
+        assert!(unsafe { page.read_versioned(4098, 1, &mut out) });
+        assert_eq!(out, [0]);
+    }
+
+    /// A reader racing with updates in place keeps only copies of one
+    /// version: never a mix of two.
+    #[test]
+    fn versioned_reads_never_keep_a_torn_copy() {
+        let page = Arc::new(Page::new(0, 0, 64));
+        // SAFETY: single thread; nothing published yet.
+        unsafe { page.fill(3, 40, |b| b.fill(0)) };
+        let rounds = if cfg!(miri) { 20 } else { 20_000 };
+        let writer = {
+            let page = Arc::clone(&page);
+            std::thread::spawn(move || {
+                for v in 1..=rounds {
+                    // SAFETY: the only writer; the reader copies with
+                    // `read_versioned`.
+                    unsafe { page.overwrite(3, &[v as u8; 40]) };
+                }
+            })
+        };
+        let mut out = Vec::new();
+        for _ in 0..rounds {
+            // SAFETY: published before the threads started.
+            if unsafe { page.read_versioned(3, 40, &mut out) } {
+                assert!(out.iter().all(|&b| b == out[0]), "torn copy {out:?}");
+            }
+        }
+        writer.join().unwrap();
+        // SAFETY: as above; the writer is done.
+        assert!(unsafe { page.read_versioned(3, 40, &mut out) });
+        assert_eq!(out, [rounds as u8; 40]);
     }
 
     #[test]
