@@ -76,8 +76,8 @@ const THROTTLE_SHARE: f64 = 0.93;
 
 /// Share of the room the bound leaves for garbage (see [`THROTTLE_SHARE`])
 /// past which compaction takes the segments with the most garbage one at
-/// a time, whatever their share of it (0.85: past 1.85 times the live
-/// bytes at the default bound of 2.0), so that it works before writers
+/// a time, whatever their share of it (0.85: past 1.425 times the live
+/// bytes at the default bound of 1.5), so that it works before writers
 /// must wait.
 const GREEDY_SHARE: f64 = 0.85;
 

@@ -123,8 +123,8 @@ pub struct Options {
     /// it leaves for garbage (bound - 1 times the live bytes): past 85 %,
     /// compaction takes the segments with the most garbage whatever their
     /// share of it (at least 5 %); past 93 %, each write waits for it (up
-    /// to 50 ms). At the default of 2.0 those levels are 1.85 and 1.93
-    /// times the live bytes; at 1.5, 1.425 and 1.465. Writers wait
+    /// to 50 ms). At the default of 1.5 those levels are 1.425 and 1.465
+    /// times the live bytes; at 2.0, 1.85 and 1.93. Writers wait
     /// where the room under 93 % ends, counted
     /// from the files' size when compaction last looked, so they stop
     /// there however late it looks again; a compactor that finds nothing
@@ -156,22 +156,20 @@ pub struct Options {
     /// only [`Options::compaction_garbage`] reclaims it, and writers never
     /// wait). No effect when background compaction is off.
     ///
-    /// Default 2.0. A tighter bound costs write throughput under
+    /// Default 1.5 (2.0 until updates in place made the update mixes fast
+    /// enough at 1.5). A tighter bound costs write throughput under
     /// overwrites, since compaction must copy the live records of segments
     /// far from empty: greedy cleaning of uniformly overwritten data
     /// copies about u/(1-u) bytes per byte written when the segments it
     /// cleans are a share u live (Rosenblum and Ousterhout, LFS, 1992),
     /// about one record per record written at 1.5. Measured with the
-    /// benchmark harness (8 threads, 100,000 keys of 1 KiB; docs/BENCHMARKS.md
-    /// and docs/PERFORMANCE.md), the default against builds that differ
-    /// only in it, each run twice: at 2.0, `overwrite` 442k-448k
-    /// operations per second (2.04x fjall in a run with the peers), `ycsb-a`
-    /// 638k-639k and `ycsb-f` 609k-616k (2.2x sled); at 1.5 (one run),
-    /// `overwrite` 308k, `ycsb-a` 433k and `ycsb-f` 395k (1.4x-1.5x the
-    /// peers' rates of the run above, not measured beside them), the
-    /// overwrite burst ending at 1.52 times the
-    /// logical bytes. Choose 1.5 when disk space matters more than the
-    /// rate of updates.
+    /// benchmark harness (8 threads, 100,000 keys of 1 KiB, one run each
+    /// beside the peers; docs/PERFORMANCE.md, 2026-12-05), builds that
+    /// differ only in this default: at 1.5, `overwrite` 368k operations per
+    /// second, `ycsb-a` 612k and `ycsb-f` 565k (2.0x-2.1x sled, the fastest
+    /// peer), the overwrite burst ending at 1.49 times the logical bytes;
+    /// at 2.0, 453k, 758k and 664k, the burst ending at 1.88. Choose 2.0
+    /// when the rate of updates matters more than disk space.
     pub max_space_amplification: f64,
     /// How compaction stores the values of the records it copies (the
     /// cold records: those that outlived their segment; with
@@ -246,7 +244,7 @@ impl Default for Options {
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
             compaction_garbage: Some(0.5),
-            max_space_amplification: 2.0,
+            max_space_amplification: 1.5,
             compression: Compression::None,
             compress_cold_segments: false,
             read_only: false,
@@ -305,7 +303,7 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::max_space_amplification`] (default 2.0).
+    /// Sets [`Options::max_space_amplification`] (default 1.5).
     #[must_use]
     pub fn max_space_amplification(mut self, bound: f64) -> Self {
         self.max_space_amplification = bound;
