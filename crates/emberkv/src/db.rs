@@ -349,26 +349,28 @@ impl Core {
                     && c.record_bytes == entry.len() as u64
                     && self.log.update_in_place(c.addr, &entry)
             });
-            if let Some(c) = in_place {
-                // The same bytes counted; the expiry may have changed.
+            let addr = match in_place {
+                Some(c) => c.addr,
+                None => {
+                    let addr = self.log.append(&entry)?;
+                    #[cfg(test)]
+                    run_after_append_hook();
+                    addr
+                }
+            };
+            // Counted again even in place: the expiry may have changed.
+            if let Some(c) = &current {
                 self.forget(&mut writer, c);
-                self.count(&mut writer, c.addr, &entry);
-                durable_at = c.addr + c.record_bytes;
-            } else {
-                let addr = self.log.append(&entry)?;
-                #[cfg(test)]
-                run_after_append_hook();
-                if let Some(c) = &current {
-                    self.forget(&mut writer, c);
-                }
-                if entry.flags & FLAG_TOMBSTONE != 0 {
-                    writer.clear(slot);
-                } else {
-                    writer.set(hash, slot, addr);
-                    self.count(&mut writer, addr, &entry);
-                }
-                durable_at = addr + entry.len() as u64;
             }
+            if entry.flags & FLAG_TOMBSTONE != 0 {
+                writer.clear(slot);
+            } else {
+                if in_place.is_none() {
+                    writer.set(hash, slot, addr);
+                }
+                self.count(&mut writer, addr, &entry);
+            }
+            durable_at = addr + entry.len() as u64;
         }
         if by == By::Writer {
             if self.sync_writes {

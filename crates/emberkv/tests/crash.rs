@@ -660,20 +660,8 @@ fn run_overwrite_mode(mode: Mode) {
             let in_flight = op(mode, h.seed, w, cycle, acked);
             for k in 0..keys {
                 let key = sync_key(w, k);
-                let got = db
-                    .get(&key)
-                    .unwrap_or_else(|e| panic!("{ctx} get({}) failed: {e:?}", show(&key)));
-                let found = got.as_ref().map(|v| {
-                    parse_sync_value(mode, h.seed, w, k, v).unwrap_or_else(|| {
-                        panic!(
-                            "{ctx} key {} holds a value of {} bytes that no operation wrote \
-                             under it (starts {:?})",
-                            show(&key),
-                            v.len(),
-                            show(&v[..v.len().min(40)])
-                        )
-                    })
-                });
+                let found =
+                    get_parsed(&db, &key, &ctx, |v| parse_sync_value(mode, h.seed, w, k, v));
                 let expected = after_acked[k as usize];
                 let in_flight_result = (in_flight.key == k)
                     .then(|| in_flight.leaves_value().then_some((cycle, acked)));
@@ -739,6 +727,31 @@ fn segment_count(dir: &Path) -> usize {
                 .is_some_and(|x| x == "seg")
         })
         .count()
+}
+
+/// The value under `key`, as `parse` reads it (the write that left it);
+/// panics, naming `ctx`, when the get fails or the value is one no
+/// operation wrote under the key.
+fn get_parsed<T>(
+    db: &Db,
+    key: &[u8],
+    ctx: &str,
+    parse: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    let got = db
+        .get(key)
+        .unwrap_or_else(|e| panic!("{ctx} get({}) failed: {e:?}", show(key)));
+    got.map(|v| {
+        parse(&v).unwrap_or_else(|| {
+            panic!(
+                "{ctx} key {} holds a value of {} bytes that no operation wrote under it \
+                 (starts {:?})",
+                show(key),
+                v.len(),
+                show(&v[..v.len().min(40)])
+            )
+        })
+    })
 }
 
 fn show(key: &[u8]) -> String {
@@ -809,19 +822,8 @@ fn default_mode_keeps_a_prefix_after_sigkill() {
             let start = survived[w as usize];
             let acked_to = start + acks[w as usize].len() as u64;
             let get = |seq: u64| {
-                let key = flush_key(w, seq);
-                let got = db
-                    .get(&key)
-                    .unwrap_or_else(|e| panic!("{ctx} get({}) failed: {e:?}", show(&key)));
-                got.map(|v| {
-                    parse_flush_value(seed, w, seq, &v).unwrap_or_else(|| {
-                        panic!(
-                            "{ctx} key {} holds a value of {} bytes that was never written \
-                             under it",
-                            show(&key),
-                            v.len()
-                        )
-                    })
+                get_parsed(&db, &flush_key(w, seq), &ctx, |v| {
+                    parse_flush_value(seed, w, seq, v)
                 })
             };
             // Earlier cycles' survivors stay (sampled).
@@ -949,17 +951,8 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
         for w in 0..WRITERS {
             let held: Vec<Option<u64>> = (0..UPDATE_KEYS)
                 .map(|k| {
-                    let key = update_key(w, k);
-                    let got = db
-                        .get(&key)
-                        .unwrap_or_else(|e| panic!("{ctx} get({}) failed: {e:?}", show(&key)));
-                    got.map(|v| {
-                        parse_update_value(seed, w, k, &v).unwrap_or_else(|| {
-                            panic!(
-                                "{ctx} key {} holds a value never written under it",
-                                show(&key)
-                            )
-                        })
+                    get_parsed(&db, &update_key(w, k), &ctx, |v| {
+                        parse_update_value(seed, w, k, v)
                     })
                 })
                 .collect();

@@ -592,60 +592,58 @@ impl Drop for Page {
 /// ranges that start at the same address in the same places.
 const BYTEWISE_PREFIX: usize = 16;
 
-/// Where the 8-byte words of a range of `len` bytes at `at` begin and end
-/// (offsets in the range): the bytes before and after them go one at a
-/// time.
-fn words_of(at: *const u8, len: usize) -> (usize, usize) {
+/// The pieces a range of `len` bytes at `at` is cut into for atomic
+/// access, as (offset in the range, width): single bytes up to the first
+/// 8-byte boundary at or past [`BYTEWISE_PREFIX`], then aligned 8-byte
+/// words, then single bytes again. [`store_atomic`] and [`load_atomic`]
+/// both cut here, so two ranges starting at the same address meet in
+/// pieces of one size.
+fn pieces(at: *const u8, len: usize) -> impl Iterator<Item = (usize, usize)> {
     let first = (BYTEWISE_PREFIX + at.wrapping_add(BYTEWISE_PREFIX).align_offset(8)).min(len);
-    let words = (len - first) / 8;
-    (first, first + 8 * words)
+    let end = first + (len - first) / 8 * 8;
+    (0..first)
+        .map(|i| (i, 1))
+        .chain((first..end).step_by(8).map(|i| (i, 8)))
+        .chain((end..len).map(|i| (i, 1)))
 }
 
-/// Stores `bytes` at `dst` with relaxed atomic stores, cut as
-/// [`words_of`] says.
+/// Stores `bytes` at `dst` with relaxed atomic stores, cut as [`pieces`]
+/// says.
 ///
 /// # Safety
 /// `dst..dst + bytes.len()` is valid for writes, and every concurrent
 /// access to it is atomic and cut in the same places.
 unsafe fn store_atomic(dst: *mut u8, bytes: &[u8]) {
-    let (first, end) = words_of(dst, bytes.len());
-    for (i, &b) in bytes.iter().enumerate() {
-        if (first..end).contains(&i) {
-            if (i - first).is_multiple_of(8) {
-                let value = u64::from_ne_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-                // SAFETY: in the range (the caller's contract), and
-                // 8-aligned (`words_of`).
-                unsafe { RawAtomicU64::from_ptr(dst.add(i).cast()) }
-                    .store(value, Ordering::Relaxed);
-            }
+    for (i, width) in pieces(dst, bytes.len()) {
+        if width == 8 {
+            let value = u64::from_ne_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+            // SAFETY: in the range (the caller's contract), and 8-aligned
+            // (`pieces`).
+            unsafe { RawAtomicU64::from_ptr(dst.add(i).cast()) }.store(value, Ordering::Relaxed);
         } else {
             // SAFETY: in the range; `AtomicU8` has the layout of `u8`.
-            unsafe { AtomicU8::from_ptr(dst.add(i)) }.store(b, Ordering::Relaxed);
+            unsafe { AtomicU8::from_ptr(dst.add(i)) }.store(bytes[i], Ordering::Relaxed);
         }
     }
 }
 
-/// Fills `out` from `src` with relaxed atomic loads, cut as
-/// [`store_atomic`] cuts.
+/// Fills `out` from `src` with relaxed atomic loads, cut as [`pieces`]
+/// says.
 ///
 /// # Safety
 /// `src..src + out.len()` is valid for reads, and every concurrent access
 /// to it is atomic and cut in the same places.
 unsafe fn load_atomic(src: *const u8, out: &mut [u8]) {
     let src = src.cast_mut();
-    let (first, end) = words_of(src, out.len());
-    let mut i = 0;
-    while i < out.len() {
-        if (first..end).contains(&i) {
+    for (i, width) in pieces(src, out.len()) {
+        if width == 8 {
             // SAFETY: in the range, and 8-aligned.
             let value =
                 unsafe { RawAtomicU64::from_ptr(src.add(i).cast()) }.load(Ordering::Relaxed);
             out[i..i + 8].copy_from_slice(&value.to_ne_bytes());
-            i += 8;
         } else {
             // SAFETY: in the range.
             out[i] = unsafe { AtomicU8::from_ptr(src.add(i)) }.load(Ordering::Relaxed);
-            i += 1;
         }
     }
 }
