@@ -501,11 +501,9 @@ impl Core {
                     }
                     Ok(true)
                 };
-                let found = if verify_resident {
-                    self.log.with_record(addr, &mut scratch, check)
-                } else {
-                    self.log.with_record_key(addr, &mut scratch, check)
-                };
+                let found = self
+                    .log
+                    .with_record_locked(addr, &mut scratch, verify_resident, check);
                 match found {
                     // A write that does not read the old value replaces a
                     // damaged record of its key; one that does cannot.
