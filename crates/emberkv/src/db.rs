@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -41,9 +40,9 @@ pub struct Db {
     core: Arc<Core>,
     flusher: Mutex<Option<Flusher>>,
     maintenance: Mutex<Option<Maintenance>>,
-    /// Holds the store's `flock` (exclusive, or shared when read-only)
+    /// Holds the store's `flock`s (exclusive, or shared when read-only)
     /// until the `Db` is gone.
-    _lock: File,
+    _lock: meta::StoreLock,
 }
 
 const _: () = {

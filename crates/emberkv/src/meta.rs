@@ -17,7 +17,12 @@
 //! [`crate::Db`] is open, and with a shared one by a read-only `Db`,
 //! `check` and `salvage`: a writable open from this or another process
 //! fails with [`Error::Locked`] while any other handle has the store open,
-//! and a read-only one while a writable one has.
+//! and a read-only one while a writable one has. The store's directory is
+//! locked the same way, first: a `LOCK` file deleted while the store is
+//! open (by hand, taken for a stale one) would otherwise let a second
+//! writer create a new one and lock that, while a directory that holds a
+//! store cannot be unlinked. `LOCK` stays for older builds, which lock
+//! only it.
 
 use std::fs::{self, File, OpenOptions};
 use std::path::Path;
@@ -94,6 +99,16 @@ impl Meta {
 /// description until exec closes it).
 const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 
+/// The store's lock, held until dropped: an `flock` on the store's
+/// directory and one on its `LOCK` file, both exclusive or both shared.
+#[derive(Debug)]
+pub(crate) struct StoreLock {
+    _directory: File,
+    /// `None` for a read-only handle on a store that has no `LOCK` file in
+    /// a directory it may not write (see [`lock_shared`]).
+    _file: Option<File>,
+}
+
 /// Takes the store's lock shared, for a handle that only reads an existing
 /// store and must not create one: a read-only [`crate::Db`], `check` and
 /// `salvage`. Shared holders keep out a writable open ([`lock`]), and it
@@ -104,15 +119,14 @@ const LOCK_PATIENCE: Duration = Duration::from_millis(200);
 /// not: a read-only file system (a failing disk the kernel remounted so,
 /// say, where check and salvage are wanted most) or a directory this user
 /// may not write. A store without a `LOCK` file in such a directory (one
-/// never opened for writing: a copy) has its directory locked instead; a
-/// writable open, which creates `LOCK`, is then not kept out, but cannot
-/// run there either unless another user may write the directory.
+/// never opened for writing: a copy) is held by its directory's lock
+/// alone, which keeps out writable opens of this build all the same.
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dir` holds no store (neither a meta file
 /// nor a segment file); [`Error::Locked`] when a writable open holds the
 /// lock for longer than [`LOCK_PATIENCE`]; [`Error::Io`].
-pub(crate) fn lock_shared(dir: &Path) -> Result<File> {
+pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
     let store = dir.join(META_FILE).exists() || (dir.is_dir() && holds_segments(dir)?);
     if !store {
         return Err(Error::InvalidPath {
@@ -120,6 +134,7 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<File> {
             reason: "holds no emberkv store".into(),
         });
     }
+    let directory = try_lock(dir, File::open(dir)?, Share::Shared)?;
     let path = dir.join(LOCK_FILE);
     let file = match OpenOptions::new()
         .create(true)
@@ -127,20 +142,27 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
     {
-        Ok(file) => file,
+        Ok(file) => Some(file),
         Err(e)
             if e.raw_os_error() == Some(libc::EROFS)
                 || e.kind() == std::io::ErrorKind::PermissionDenied =>
         {
             match File::open(&path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::open(dir)?,
+                Ok(file) => Some(file),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(e.into()),
             }
         }
         Err(e) => return Err(e.into()),
     };
-    try_lock(dir, file, Share::Shared)
+    let file = match file {
+        Some(file) => Some(try_lock(dir, file, Share::Shared)?),
+        None => None,
+    };
+    Ok(StoreLock {
+        _directory: directory,
+        _file: file,
+    })
 }
 
 /// Takes the store's exclusive lock, creating the directory if needed.
@@ -149,7 +171,7 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<File> {
 /// [`Error::InvalidPath`] when `dir` exists and is not a directory;
 /// [`Error::Locked`] when another handle, writable or read-only, holds the
 /// lock for longer than [`LOCK_PATIENCE`].
-pub(crate) fn lock(dir: &Path) -> Result<File> {
+pub(crate) fn lock(dir: &Path) -> Result<StoreLock> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::InvalidPath {
             path: dir.to_path_buf(),
@@ -157,12 +179,16 @@ pub(crate) fn lock(dir: &Path) -> Result<File> {
         });
     }
     fs::create_dir_all(dir)?;
+    let directory = try_lock(dir, File::open(dir)?, Share::Exclusive)?;
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))?;
-    try_lock(dir, file, Share::Exclusive)
+    Ok(StoreLock {
+        _directory: directory,
+        _file: Some(try_lock(dir, file, Share::Exclusive)?),
+    })
 }
 
 /// How a lock is held: by one writable handle, or by any number of

@@ -140,6 +140,33 @@ fn second_open_is_locked_until_the_first_closes() -> TestResult {
     Ok(())
 }
 
+/// Found by a file-damage sweep: with only `LOCK` locked, deleting it
+/// (by hand, taken for a stale lock) while a writer had the store open let
+/// a second writer create a new `LOCK`, lock it and write beside the first.
+#[test]
+fn a_deleted_lock_file_does_not_let_a_second_writer_in() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    db.insert(b"first", b"writer")?;
+    std::fs::remove_file(dir.path().join("LOCK"))?;
+    assert!(matches!(open(dir.path()), Err(Error::Locked { .. })));
+    let read_only = Db::open(dir.path(), Options::default().read_only(true));
+    assert!(
+        matches!(read_only, Err(Error::Locked { .. })),
+        "{read_only:?}"
+    );
+    assert!(matches!(
+        emberkv::check(dir.path()),
+        Err(Error::Locked { .. })
+    ));
+    db.close()?;
+    let db = open(dir.path())?;
+    assert_eq!(db.get(b"first")?.as_deref(), Some(&b"writer"[..]));
+    let second = open(dir.path());
+    assert!(matches!(second, Err(Error::Locked { .. })), "{second:?}");
+    Ok(())
+}
+
 #[test]
 fn a_regular_file_is_not_a_store_directory() -> TestResult {
     let dir = tempfile::tempdir()?;
