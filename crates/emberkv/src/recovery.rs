@@ -306,18 +306,30 @@ pub(crate) fn replay(
     let mut tail = 0;
     // Where the previous segment's records ended (its length), if read.
     let mut prev_end: Option<u64> = None;
+    // The length of the previous segment's file, if its records were not
+    // read (below the checkpoint).
+    let mut prev_file_len: Option<u64> = None;
     for seg in segments {
         let start = storage.segment_start(seg);
+        let prev_file = prev_file_len
+            .take()
+            .filter(|_| seg > 0 && !retired.contains(seg - 1));
         if start + storage.segment_size() <= from {
             // Below the checkpoint its records are not read again, but its
             // header is: a segment file of another store or another place
             // is refused here as in a full replay (else its records, whose
-            // checksums hold, were served as this store's).
+            // checksums hold, were served as this store's), and so is the
+            // previous segment's file when cut short of the length this
+            // header says it was sealed at.
             let mut header = [0u8; SEGMENT_HEADER_BYTES as usize];
             let read = storage.read_at(start, &mut header)?;
-            if let Err(e) = storage.check_header(seg, &header[..read]) {
-                mode.problem(e)?;
+            match storage.check_header(seg, &header[..read]) {
+                Ok(SegmentHeader { prev_len, .. }) => {
+                    cut_short(storage, &mut mode, seg, prev_file, prev_len)?;
+                }
+                Err(e) => mode.problem(e)?,
             }
+            prev_file_len = Some(storage.file_len(seg)?);
             continue;
         }
         // A record never crosses the segment's end: bytes past it (in a
@@ -347,6 +359,7 @@ pub(crate) fn replay(
                 }),
                 _,
             ) => {
+                cut_short(storage, &mut mode, seg, prev_file, prev_len)?;
                 if let Some(prev) = prev.filter(|&p| p != prev_len) {
                     mode.problem(Error::corruption(
                         storage.segment_start(seg - 1) + prev.min(prev_len),
@@ -507,6 +520,31 @@ pub(crate) fn replay(
         storage.sync(newest)?;
     }
     Ok(tail)
+}
+
+/// Reports damage when the file of segment `seg - 1`, whose records replay
+/// did not read (it lies below the checkpoint), is `file_len` bytes long
+/// (`None`: not known) and so shorter than the `prev_len` bytes of records
+/// that segment `seg`'s header says it was sealed with: a file cut short,
+/// whose last records would fail one by one on get.
+fn cut_short(
+    storage: &Segments,
+    mode: &mut Mode<'_>,
+    seg: u64,
+    file_len: Option<u64>,
+    prev_len: u64,
+) -> Result<()> {
+    match file_len {
+        Some(len) if len < prev_len => mode.problem(Error::corruption(
+            storage.segment_start(seg - 1) + len,
+            format!(
+                "segment {}'s file is {len} bytes long but segment {seg} records that it \
+                 was sealed at {prev_len} (cut short; salvage gets the other keys out)",
+                seg - 1
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Whether a log ending at `tail` holds everything below `claimed`: a
