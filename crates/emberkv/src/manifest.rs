@@ -1,4 +1,4 @@
-//! The manifest of retired segments.
+//! The manifest: the segments retired, and the newest segment created.
 //!
 //! Compaction retires a segment once every live record in it has been
 //! copied to the tail and made durable: it adds the segment to this set,
@@ -15,6 +15,24 @@
 //! | 16     | 4     | `n`: number of retired segments at or above it   |
 //! | 20     | 8 * n | those segment numbers, ascending                 |
 //! | 20+8n  | 4     | CRC32C of everything before it                   |
+//!
+//! `NEWEST` names the newest segment the store created, written the same
+//! way each time a segment is created, once its header and directory entry
+//! are durable. The segment files alone cannot tell a newest segment
+//! deleted or emptied (damage: its records are lost, and older values and
+//! removed keys would come back) from one never created or left without a
+//! sound header by a crash while it was created (which recovery creates
+//! again): `NEWEST` can, since a crash leaves it naming at most a segment
+//! whose header was durable. A store without it (a backup, an older
+//! build's store) is not checked so until it creates a segment.
+//!
+//! | offset | size | field                                |
+//! |-------:|-----:|--------------------------------------|
+//! | 0      | 8    | magic `EMBERNEW`                     |
+//! | 8      | 8    | store id (from the store's meta file) |
+//! | 16     | 8    | the segment number                   |
+//! | 24     | 4    | reserved, zero                       |
+//! | 28     | 4    | CRC32C of bytes 0..28                |
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -26,6 +44,10 @@ use crate::storage::replace_durably;
 const FILE: &str = "RETIRED";
 const TMP: &str = "RETIRED.tmp";
 const MAGIC: &[u8; 8] = b"EMBERRET";
+const NEWEST_FILE: &str = "NEWEST";
+const NEWEST_TMP: &str = "NEWEST.tmp";
+const NEWEST_MAGIC: &[u8; 8] = b"EMBERNEW";
+const NEWEST_BYTES: usize = 32;
 /// Most sparse entries a manifest may claim: bounds the allocation made
 /// from a length read off the disk.
 const MAX_SPARSE: usize = 1 << 24;
@@ -112,6 +134,48 @@ impl Retired {
     }
 }
 
+/// Records durably that segment `seg` of the store `store_id` in `dir` is
+/// the newest it created. Call once the segment's header and directory
+/// entry are durable.
+///
+/// # Errors
+/// I/O errors.
+pub(crate) fn store_newest(dir: &Path, store_id: u64, seg: u64) -> Result<()> {
+    let mut b = [0u8; NEWEST_BYTES];
+    b[..8].copy_from_slice(NEWEST_MAGIC);
+    b[8..16].copy_from_slice(&store_id.to_le_bytes());
+    b[16..24].copy_from_slice(&seg.to_le_bytes());
+    let crc = crate::checksum::crc32c(&b[..28]);
+    b[28..].copy_from_slice(&crc.to_le_bytes());
+    replace_durably(dir, NEWEST_TMP, NEWEST_FILE, &b)
+}
+
+/// The newest segment the store `store_id` in `dir` recorded creating
+/// (`None` when it recorded none, see the module's docs).
+///
+/// # Errors
+/// [`Error::Corruption`] when the file is damaged or another store's;
+/// [`Error::Io`].
+pub(crate) fn load_newest(dir: &Path, store_id: u64) -> Result<Option<u64>> {
+    let b = match fs::read(dir.join(NEWEST_FILE)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let bad = |reason: &str| Err(Error::corruption(0, format!("{NEWEST_FILE}: {reason}")));
+    if b.len() != NEWEST_BYTES || &b[..8] != NEWEST_MAGIC {
+        return bad("bad magic or length");
+    }
+    if crate::checksum::crc32c(&b[..28]).to_le_bytes() != b[28..] {
+        return bad("checksum mismatch");
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    if u64_at(8) != store_id {
+        return bad("belongs to another store");
+    }
+    Ok(Some(u64_at(16)))
+}
+
 fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
@@ -136,6 +200,32 @@ pub(crate) fn store(dir: &Path, retired: &Retired) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newest_round_trips_and_damage_or_another_store_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_newest(dir.path(), 7).unwrap(), None);
+        store_newest(dir.path(), 7, 1234).unwrap();
+        assert_eq!(load_newest(dir.path(), 7).unwrap(), Some(1234));
+        assert!(matches!(
+            load_newest(dir.path(), 8),
+            Err(Error::Corruption { .. })
+        ));
+        let good = fs::read(dir.path().join(NEWEST_FILE)).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x01;
+            fs::write(dir.path().join(NEWEST_FILE), &bad).unwrap();
+            assert!(
+                matches!(load_newest(dir.path(), 7), Err(Error::Corruption { .. })),
+                "flip at {i} accepted"
+            );
+        }
+        fs::write(dir.path().join(NEWEST_FILE), &good[..31]).unwrap();
+        assert!(load_newest(dir.path(), 7).is_err());
+        store_newest(dir.path(), 7, 1235).unwrap();
+        assert_eq!(load_newest(dir.path(), 7).unwrap(), Some(1235));
+    }
 
     #[test]
     fn insert_folds_into_below_and_roundtrips() {

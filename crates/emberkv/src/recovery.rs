@@ -15,7 +15,10 @@
 //!   segment whose file ends below its mark is damage too.
 //!
 //! A newest segment that holds no more than a damaged header (a crash while
-//! creating it) is re-created empty.
+//! creating it) is re-created empty, unless the store recorded creating it
+//! (`NEWEST`, see [`crate::manifest`]): then, as when the newest segment
+//! it recorded is missing, its records were lost, and that is
+//! [`Error::Corruption`].
 
 use std::collections::HashMap;
 
@@ -267,6 +270,31 @@ pub(crate) fn replay(
         }
     }
     segments.retain(|&s| !retired.contains(s));
+    // The newest segment the store recorded creating: a crash leaves no
+    // later one without a sound header, so one missing, emptied or with a
+    // damaged header up to it was lost (`manifest`). A damaged `NEWEST`
+    // is only reported by a check: open goes on without it.
+    let created = match crate::manifest::load_newest(storage.dir(), storage.store_id()) {
+        Ok(created) => created,
+        Err(e @ Error::Corruption { .. }) => {
+            if let Mode::Check(_) = mode {
+                mode.problem(e)?;
+            }
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(lost) = created
+        .filter(|&c| !retired.contains(c) && segments.last().is_none_or(|&newest| newest < c))
+    {
+        mode.problem(Error::corruption(
+            storage.segment_start(lost),
+            format!(
+                "segment file {lost} is missing, though the store created it (NEWEST): its \
+                 records are lost (salvage gets the other keys out)"
+            ),
+        ))?;
+    }
     let Some(&newest) = segments.last() else {
         // The first segment the manifest leaves, found in time linear in
         // the retired set: a damaged manifest may retire them all.
@@ -371,6 +399,21 @@ pub(crate) fn replay(
                     ))?;
                 }
                 start + durable_len
+            }
+            (Err(Error::Corruption { .. }), _)
+                if seg == newest
+                    && end <= start + SEGMENT_HEADER_BYTES
+                    && created.is_some_and(|c| c >= seg) =>
+            {
+                mode.problem(Error::corruption(
+                    start,
+                    format!(
+                        "segment file {seg} is empty or its header damaged, though the store \
+                         created it (NEWEST): its records are lost (salvage gets the other \
+                         keys out)"
+                    ),
+                ))?;
+                continue;
             }
             (Err(Error::Corruption { .. }), Mode::Repair | Mode::Read)
                 if seg == newest

@@ -416,6 +416,16 @@ impl Segments {
         format!("{seg:012}{SEGMENT_SUFFIX}")
     }
 
+    /// The store's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store's id (from its meta file).
+    pub(crate) fn store_id(&self) -> u64 {
+        self.store_id
+    }
+
     pub(crate) fn path(&self, seg: u64) -> PathBuf {
         self.dir.join(self.file_name(seg))
     }
@@ -497,6 +507,10 @@ impl Segments {
             let _ = std::fs::remove_file(self.path(seg));
             return Err(e);
         }
+        // Only now: `NEWEST` never names a segment whose header a crash
+        // could still lose. (On failure the file is left with its sound
+        // header and no records, which a retry creates again.)
+        crate::manifest::store_newest(&self.dir, self.store_id, seg)?;
         self.publish(seg, file)
     }
 

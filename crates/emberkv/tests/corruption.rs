@@ -601,7 +601,14 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
         let kept: Vec<&Rec> = recs.iter().filter(|r| r.end() <= cut).collect();
         let expected = replay(kept.iter().copied());
         let tail = kept.last().map_or(SEGMENT_HEADER, |r| r.end());
-        if cut >= SEGMENT_HEADER && tail < mark {
+        if cut < SEGMENT_HEADER {
+            // Cut into its header: the store recorded creating the segment
+            // (NEWEST), so no crash while creating it left it so.
+            expect_refused(&work, 0, &ctx);
+            refused += 1;
+            continue;
+        }
+        if tail < mark {
             // Cut below the mark: the file lost durable bytes.
             expect_refused(&work, tail, &ctx);
             assert_eq!(fs::metadata(&seg_path).unwrap().len(), cut, "{ctx}");
@@ -1215,15 +1222,43 @@ fn missing_first_segment_is_corruption() {
     );
 }
 
+/// Records in `dir`'s `NEWEST` that the store created segment `seg` last,
+/// as the engine writes it (magic, store id, segment, 4 zero bytes,
+/// CRC32C): the state a crash while creating segment `seg + 1` leaves.
+fn record_newest(dir: &Path, seg: u64) {
+    let meta = fs::read(dir.join("emberkv.meta")).unwrap();
+    let mut b = b"EMBERNEW".to_vec();
+    b.extend_from_slice(&meta[24..32]);
+    b.extend_from_slice(&seg.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let crc = crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    fs::write(dir.join("NEWEST"), b).unwrap();
+}
+
 #[test]
 fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
     let s = MultiStore::new();
     let newest = s.newest();
     let older: State = replay(s.recs.iter().filter(|r| r.seg < newest));
 
-    // The newest segment emptied (its records were torn away).
+    // The newest segment emptied (its records were torn away): the store
+    // recorded creating it (NEWEST), so its records were lost. Found by a
+    // damage sweep: it was created again, empty, and older values and
+    // removed keys came back.
     s.reset(&s.pristine);
     fs::write(s.seg_path(newest), b"").unwrap();
+    s.expect_corruption_at(newest << 20, "zero-length newest segment");
+    assert!(!emberkv::check(&s.work).unwrap().is_sound());
+    // Deleted, with no checkpoint to tell.
+    s.reset(&s.pristine);
+    fs::remove_file(s.seg_path(newest)).unwrap();
+    s.expect_corruption_at(newest << 20, "newest segment deleted");
+    // Emptied and left so by a crash while it was created (NEWEST names
+    // the one before): created again, empty.
+    s.reset(&s.pristine);
+    fs::write(s.seg_path(newest), b"").unwrap();
+    record_newest(&s.work, newest - 1);
     let db = s
         .open()
         .unwrap_or_else(|e| panic!("zero-length newest segment: {e}"));
@@ -1278,6 +1313,13 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
         s.reset(&grown);
         fs::write(s.seg_path(next), &bytes).unwrap();
         let ctx = format!("newest segment {next}: {what}");
+        if what != "header only" {
+            // A sound header without a durable mark is a segment created
+            // and not yet written to; the rest no crash leaves in a
+            // segment NEWEST names.
+            s.expect_corruption_at(next << 20, &ctx);
+            record_newest(&s.work, next - 1);
+        }
         let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
         model.check(&db, &before_next, &ctx);
         db.close().unwrap();
@@ -2392,9 +2434,10 @@ fn missing_files_are_refused_by_open_and_named_by_salvage() {
         }
         let ctx = format!("newest segment {what}");
         match s.open() {
-            // Deleted: only the checkpoint tells; cut short: the header.
+            // Deleted: NEWEST and the checkpoint tell; cut short: the
+            // header too.
             Err(Error::Corruption { reason, .. }) => assert!(
-                cut.is_some() || reason.contains("checkpoint"),
+                cut.is_some() || reason.contains("NEWEST"),
                 "{ctx}: {reason}"
             ),
             other => panic!(
