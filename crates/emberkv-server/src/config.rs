@@ -80,6 +80,13 @@ pub struct Config {
     /// emberkv's hot tier (the in-memory tail of its log), in bytes; not
     /// a redis-server option.
     pub hot_bytes: u64,
+    /// `auto-aof-rewrite-percentage`: how far, in percent of the data's
+    /// own size, the files may grow past it before garbage is reclaimed
+    /// (redis-server rewrites its AOF once it has grown this much since
+    /// the last rewrite; default 100). The engine's space bound,
+    /// [`emberkv::Options::max_space_amplification`], is `1 + n / 100`;
+    /// 0 sets no bound (redis-server: no automatic rewrite).
+    pub aof_rewrite_percentage: u64,
     /// Keep a latency histogram per command, for INFO latencystats.
     pub latency_tracking: bool,
     /// The percentiles INFO latencystats prints, each in `0.0..=100.0`.
@@ -109,6 +116,7 @@ impl Default for Config {
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             hot_bytes: 256 * 1024 * 1024,
+            aof_rewrite_percentage: 100,
             latency_tracking: true,
             latency_percentiles: vec![50.0, 99.0, 99.9],
         }
@@ -624,6 +632,22 @@ pub static PARAMS: &[Param] = &[
         get: |c| c.client_query_buffer_limit.to_string(),
     },
     Param {
+        name: "auto-aof-rewrite-percentage",
+        mutable: false,
+        set: |c, a| {
+            let n = integer_in(a, "a percentage", 0, i64::MAX.into())?;
+            if (1..30).contains(&n) {
+                return Err(
+                    "emberkv holds its files to at least 1.3 times its data: 0 or at least 30"
+                        .into(),
+                );
+            }
+            c.aof_rewrite_percentage = n as u64;
+            Ok(())
+        },
+        get: |c| c.aof_rewrite_percentage.to_string(),
+    },
+    Param {
         name: "hot-bytes",
         mutable: false,
         set: |c, a| {
@@ -637,6 +661,20 @@ pub static PARAMS: &[Param] = &[
         get: |c| c.hot_bytes.to_string(),
     },
 ];
+
+impl Config {
+    /// The engine options the server opens its store with: the hot tier
+    /// and the space bound these settings give.
+    pub fn engine_options(&self) -> emberkv::Options {
+        let bound = match self.aof_rewrite_percentage {
+            0 => f64::INFINITY,
+            n => 1.0 + n as f64 / 100.0,
+        };
+        emberkv::Options::default()
+            .hot_bytes(usize::try_from(self.hot_bytes).unwrap_or(usize::MAX))
+            .max_space_amplification(bound)
+    }
+}
 
 fn yes(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
@@ -821,6 +859,11 @@ Options (redis-server's names):
   --latency-tracking-info-percentiles <p ...>
                             the percentiles INFO latencystats prints, each
                             from 0 to 100 (default: 50 99 99.9)
+  --auto-aof-rewrite-percentage <n>
+                            reclaim garbage before the files grow past the
+                            data by n percent (default 100: at most twice the
+                            data, as redis-server lets its AOF grow; 0: no
+                            bound; else at least 30)
   --hot-bytes <n>           emberkv only: memory for the engine's hot tier, the
                             in-memory tail of its log (default 256mb); older
                             records are read from the segment files
@@ -870,6 +913,25 @@ mod tests {
         assert_eq!(c.appendfsync, Fsync::EverySec);
         assert_eq!(c.maxclients, 10_000);
         assert_eq!(c.store_path(), Path::new("./dump.emberkv"));
+    }
+
+    #[test]
+    fn the_aof_rewrite_percentage_sets_the_space_bound() {
+        let bound = |c: &Config| c.engine_options().max_space_amplification;
+        assert_eq!(bound(&run(&[])), 2.0);
+        assert_eq!(bound(&run(&["--auto-aof-rewrite-percentage", "50"])), 1.5);
+        assert_eq!(
+            bound(&run(&["--auto-aof-rewrite-percentage", "0"])),
+            f64::INFINITY
+        );
+        assert_eq!(bound(&run(&["--auto-aof-rewrite-percentage", "30"])), 1.3);
+        for bad in ["1", "29", "-5", "x"] {
+            let parsed = parse(&["--auto-aof-rewrite-percentage", bad]);
+            assert!(
+                !matches!(parsed, Ok(Action::Run(_))),
+                "{bad} accepted: {parsed:?}"
+            );
+        }
     }
 
     #[test]

@@ -186,7 +186,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         check_unix_path(socket)?;
     }
     let opened = Instant::now();
-    let store = Store::open(&path, config.hot_bytes as usize)
+    let store = Store::open_with(&path, config.engine_options())
         .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
     notice!(
         "Store loaded: {} keys in {:.3} seconds",

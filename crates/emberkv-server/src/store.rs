@@ -268,7 +268,16 @@ impl Store {
     /// # Errors
     /// As for [`Db::open`].
     pub fn open(path: &Path, hot_bytes: usize) -> emberkv::Result<Store> {
-        let db = Db::open(path, Options::default().hot_bytes(hot_bytes))?;
+        Store::open_with(path, Options::default().hot_bytes(hot_bytes))
+    }
+
+    /// Opens (or creates) the store in directory `path` with `options`
+    /// (the server's come from [`crate::config::Config::engine_options`]).
+    ///
+    /// # Errors
+    /// As for [`Db::open`].
+    pub fn open_with(path: &Path, options: Options) -> emberkv::Result<Store> {
+        let db = Db::open(path, options)?;
         let stripes = (0..STRIPES).map(|_| Stripe::default()).collect();
         Ok(Store {
             db,
