@@ -421,7 +421,11 @@ pub(crate) fn replay(
                     && claimed <= start + SEGMENT_HEADER_BYTES =>
             {
                 if let Mode::Repair = mode {
-                    storage.create(seg, prev.unwrap_or(0))?;
+                    // The previous segment's records' length, or below the
+                    // checkpoint its file's (a sealed segment's file was
+                    // cut to its records when this one was first created):
+                    // the creation cuts that file to it.
+                    storage.create(seg, prev.or(prev_file).unwrap_or(0))?;
                 }
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }
