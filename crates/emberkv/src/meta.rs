@@ -155,13 +155,11 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
         }
         Err(e) => return Err(e.into()),
     };
-    let file = match file {
-        Some(file) => Some(try_lock(dir, file, Share::Shared)?),
-        None => None,
-    };
     Ok(StoreLock {
         _directory: directory,
-        _file: file,
+        _file: file
+            .map(|file| try_lock(dir, file, Share::Shared))
+            .transpose()?,
     })
 }
 
