@@ -473,12 +473,29 @@ impl Segments {
     /// Creates segment `seg` (or resets a file holding less than a header)
     /// with a fresh header recording `prev_len`, the previous segment's
     /// length, and makes the file and its directory entry durable.
+    ///
+    /// # Errors
+    /// I/O errors; [`Error::Corruption`] when the file already holds
+    /// records, or when the previous segment is open and `prev_len` is
+    /// shorter than a segment header (a length the caller never learned:
+    /// cutting the file to it would wipe the segment's records, as a
+    /// recovery path did until `2f51e74`).
     pub(crate) fn create(&self, seg: u64, prev_len: u64) -> Result<Arc<Segment>> {
         let _opening = self.opening.lock();
         if let Some(prev) = seg
             .checked_sub(1)
             .and_then(|p| self.open.load().get(&p).cloned())
         {
+            if prev_len < SEGMENT_HEADER_BYTES {
+                return Err(Error::corruption(
+                    self.segment_start(seg),
+                    format!(
+                        "segment to be created would record {prev_len} bytes for the segment \
+                         before it, less than that segment's header: the segment before \
+                         is left as it is"
+                    ),
+                ));
+            }
             // The new header records `prev_len`: the previous segment's
             // file must be that long, durably, before it exists.
             cut(&prev, prev_len)?;
@@ -1071,6 +1088,30 @@ mod tests {
         segments.trim(1).unwrap();
         segments.trim(0).unwrap();
         assert_eq!(CUT_SYNCS.get(), synced + 2);
+    }
+
+    /// A previous segment's length shorter than its header is refused,
+    /// and the file keeps its records (a recovery path passed 0 here and
+    /// cut a 1 MiB segment to nothing, fixed in `2f51e74`).
+    #[test]
+    fn creating_a_segment_never_cuts_the_one_before_below_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = first_segment(dir.path());
+        let at = SEGMENT_HEADER_BYTES;
+        segments.write_at(at, &[5; 1000]).unwrap();
+        for short in [0, 1, at - 1] {
+            let Err(err) = segments.create(1, short) else {
+                panic!("created with the previous segment's length {short}");
+            };
+            assert!(matches!(err, Error::Corruption { .. }), "{err}");
+            assert!(!segments.path(1).exists());
+            assert!(std::fs::metadata(segments.path(0)).unwrap().len() >= at + 1000);
+        }
+        segments.create(1, at + 1000).unwrap();
+        assert_eq!(
+            std::fs::metadata(segments.path(0)).unwrap().len(),
+            at + 1000
+        );
     }
 
     /// Touching records ahead through the maps takes any address without
