@@ -71,7 +71,9 @@ impl fmt::Display for CheckReport {
 /// A store whose process died without closing it (and that was not opened
 /// since) reports its newest segment's tail as torn: the records written
 /// last, if they were cut, and with segments of 64 MiB or more the zeros
-/// allocated ahead of the writes, which the next open cuts off. Damage
+/// allocated ahead of the writes, which the next open cuts off; one that
+/// died while it created a segment reports that segment's file as holding
+/// no sound header, which the next open creates again. Damage
 /// below the newest segment's durable mark is reported as such: open
 /// refuses it ([`crate::salvage()`] gets the other keys out).
 ///

@@ -415,17 +415,27 @@ pub(crate) fn replay(
                 ))?;
                 continue;
             }
-            (Err(Error::Corruption { .. }), Mode::Repair | Mode::Read)
+            // What a crash while the segment was created leaves: an open
+            // creates it again, and a check says so.
+            (Err(Error::Corruption { .. }), _)
                 if seg == newest
                     && end <= start + SEGMENT_HEADER_BYTES
                     && claimed <= start + SEGMENT_HEADER_BYTES =>
             {
-                if let Mode::Repair = mode {
+                match &mut mode {
                     // The previous segment's records' length, or below the
                     // checkpoint its file's (a sealed segment's file was
                     // cut to its records when this one was first created):
                     // the creation cuts that file to it.
-                    storage.create(seg, prev.or(prev_file).unwrap_or(0))?;
+                    Mode::Repair => {
+                        storage.create(seg, prev.or(prev_file).unwrap_or(0))?;
+                    }
+                    Mode::Read => {}
+                    Mode::Check(report) => report.problems.push(format!(
+                        "segment file {seg} holds {} bytes and no sound header, as a crash \
+                         while it was created leaves it (an open creates it again)",
+                        end - start
+                    )),
                 }
                 return Ok(start + SEGMENT_HEADER_BYTES);
             }

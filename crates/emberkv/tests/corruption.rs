@@ -1319,6 +1319,14 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
             // segment NEWEST names.
             s.expect_corruption_at(next << 20, &ctx);
             record_newest(&s.work, next - 1);
+            // A check names it for what it is (it said "segment header
+            // truncated", as for damage, until 2026-12-05).
+            let report = emberkv::check(&s.work).unwrap();
+            assert_eq!(report.problems.len(), 1, "{ctx}: {report}");
+            assert!(
+                report.problems[0].contains("as a crash while it was created leaves it"),
+                "{ctx}: {report}"
+            );
         }
         let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
         model.check(&db, &before_next, &ctx);
