@@ -332,16 +332,18 @@ pub(crate) fn replay(
     let mut chunk = Chunk::default();
     let mut scratch = Vec::new();
     let mut tail = 0;
-    // Where the previous segment's records ended (its length), if read.
-    let mut prev_end: Option<u64> = None;
-    // The length of the previous segment's file, if its records were not
-    // read (below the checkpoint).
-    let mut prev_file_len: Option<u64> = None;
+    // The last segment replayed and what is known of its length (nothing
+    // after damage in it). It counts for the next segment only when it is
+    // the one just before and not retired: past a missing segment
+    // (reported above) `check` does not measure the next one against an
+    // older one.
+    let mut previous: Option<(u64, Previous)> = None;
     for seg in segments {
         let start = storage.segment_start(seg);
-        let prev_file = prev_file_len
+        let prev = previous
             .take()
-            .filter(|_| seg > 0 && !retired.contains(seg - 1));
+            .filter(|&(p, _)| p + 1 == seg && !retired.contains(p))
+            .map(|(_, known)| known);
         if start + storage.segment_size() <= from {
             // Below the checkpoint its records are not read again, but its
             // header is: a segment file of another store or another place
@@ -353,11 +355,11 @@ pub(crate) fn replay(
             let read = storage.read_at(start, &mut header)?;
             match storage.check_header(seg, &header[..read]) {
                 Ok(SegmentHeader { prev_len, .. }) => {
-                    cut_short(storage, &mut mode, seg, prev_file, prev_len)?;
+                    check_previous(storage, &mut mode, seg, prev, prev_len)?;
                 }
                 Err(e) => mode.problem(e)?,
             }
-            prev_file_len = Some(storage.file_len(seg)?);
+            previous = Some((seg, Previous::FileLen(storage.file_len(seg)?)));
             continue;
         }
         // A record never crosses the segment's end: bytes past it (in a
@@ -374,9 +376,6 @@ pub(crate) fn replay(
         } else {
             Err(Error::corruption(start, "segment header truncated"))
         };
-        let prev = prev_end
-            .take()
-            .filter(|_| seg > 0 && !retired.contains(seg - 1));
         // Below the durable mark the bytes were fdatasynced: damage there
         // is no torn tail.
         let marked = match (checked, &mode) {
@@ -387,17 +386,7 @@ pub(crate) fn replay(
                 }),
                 _,
             ) => {
-                cut_short(storage, &mut mode, seg, prev_file, prev_len)?;
-                if let Some(prev) = prev.filter(|&p| p != prev_len) {
-                    mode.problem(Error::corruption(
-                        storage.segment_start(seg - 1) + prev.min(prev_len),
-                        format!(
-                            "segment {} holds {prev} bytes of records but segment {seg} \
-                             records that it was sealed at {prev_len}",
-                            seg - 1
-                        ),
-                    ))?;
-                }
+                check_previous(storage, &mut mode, seg, prev, prev_len)?;
                 start + durable_len
             }
             (Err(Error::Corruption { .. }), _)
@@ -428,7 +417,7 @@ pub(crate) fn replay(
                     // cut to its records when this one was first created):
                     // the creation cuts that file to it.
                     Mode::Repair => {
-                        storage.create(seg, prev.or(prev_file).unwrap_or(0))?;
+                        storage.create(seg, prev.map_or(0, Previous::len))?;
                     }
                     Mode::Read => {}
                     Mode::Check(report) => report.problems.push(format!(
@@ -562,7 +551,7 @@ pub(crate) fn replay(
             pos = cut;
         }
         // After damage in a sealed segment its length says nothing more.
-        prev_end = (!torn || seg == newest).then_some(pos - start);
+        previous = (!torn || seg == newest).then_some((seg, Previous::Records(pos - start)));
         tail = pos;
     }
     if !reaches(storage, tail, claimed) {
@@ -579,20 +568,48 @@ pub(crate) fn replay(
     Ok(tail)
 }
 
-/// Reports damage when the file of segment `seg - 1`, whose records replay
-/// did not read (it lies below the checkpoint), is `file_len` bytes long
-/// (`None`: not known) and so shorter than the `prev_len` bytes of records
-/// that segment `seg`'s header says it was sealed with: a file cut short,
-/// whose last records would fail one by one on get.
-fn cut_short(
+/// What replay knows of the segment before the one it is at: the length
+/// that segment's successor's header must record.
+#[derive(Clone, Copy)]
+enum Previous {
+    /// Its records were read and end this many bytes into it.
+    Records(u64),
+    /// It lies below the checkpoint, its records not read: its file's
+    /// length (a sealed segment's file was cut to its records when its
+    /// successor was created).
+    FileLen(u64),
+}
+
+impl Previous {
+    /// The previous segment's length as known: its records' or its file's.
+    fn len(self) -> u64 {
+        match self {
+            Previous::Records(len) | Previous::FileLen(len) => len,
+        }
+    }
+}
+
+/// Checks `prev`, what replay knows of segment `seg - 1`, against
+/// `prev_len`, the length `seg`'s header records for it: records read
+/// must end exactly there, and a file below the checkpoint must be at
+/// least that long (cut short, its last records are lost).
+fn check_previous(
     storage: &Segments,
     mode: &mut Mode<'_>,
     seg: u64,
-    file_len: Option<u64>,
+    prev: Option<Previous>,
     prev_len: u64,
 ) -> Result<()> {
-    match file_len {
-        Some(len) if len < prev_len => mode.problem(Error::corruption(
+    match prev {
+        Some(Previous::Records(len)) if len != prev_len => mode.problem(Error::corruption(
+            storage.segment_start(seg - 1) + len.min(prev_len),
+            format!(
+                "segment {} holds {len} bytes of records but segment {seg} records that it \
+                 was sealed at {prev_len}",
+                seg - 1
+            ),
+        )),
+        Some(Previous::FileLen(len)) if len < prev_len => mode.problem(Error::corruption(
             storage.segment_start(seg - 1) + len,
             format!(
                 "segment {}'s file is {len} bytes long but segment {seg} records that it \

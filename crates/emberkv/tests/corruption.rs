@@ -1204,6 +1204,13 @@ fn missing_segment_is_corruption() {
             seg << 20,
             got.map(|db| db.len())
         );
+        // A check names the gap alone.
+        let report = emberkv::check(&s.work).unwrap();
+        assert_eq!(report.problems.len(), 1, "segment {seg} deleted: {report}");
+        assert!(
+            report.problems[0].contains(&format!("segment file {seg} is missing")),
+            "segment {seg} deleted: {report}"
+        );
     }
 }
 
