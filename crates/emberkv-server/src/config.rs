@@ -671,8 +671,9 @@ pub static PARAMS: &[Param] = &[
 /// quiet it takes segments two thirds garbage. Under the capped server
 /// benchmark this cut the maintenance thread's CPU by a fifth to a
 /// quarter under SET and MSET, and the files ran at 1.85-1.98 times the
-/// data against 1.33-1.90 (bound 2.0; docs/BENCHMARKS-server.md,
-/// 2026-12-05).
+/// data against 1.33-1.90 (bound 2.0), and came to rest at 1.56-1.66
+/// (1.13-1.17 with the engine's default; 1.44 at a bound of 1.5);
+/// docs/PERFORMANCE.md, 2026-12-05.
 pub const SERVER_COMPACTION_GARBAGE: f64 = 1.0;
 
 impl Config {
