@@ -663,12 +663,15 @@ pub static PARAMS: &[Param] = &[
 ];
 
 /// The server's [`emberkv::Options::compaction_garbage`]: 1.0 (the
-/// engine's default is 0.5). While writes go on, compaction then takes
-/// only segments that are all garbage, and otherwise works only as the
-/// space bound calls for (the engine compacts the segments with the most
-/// garbage once the files near it), as redis-server leaves its AOF alone
-/// until it has grown by `auto-aof-rewrite-percentage`. Once writers are
-/// quiet it takes segments two thirds garbage. Under the capped server
+/// engine's default is 0.5). No segment's share of garbage reaches 1.0
+/// (its header and pads count in its length), so while writes go on
+/// compaction works only as the space bound calls for (the engine
+/// compacts the segments with the most garbage once the files near it),
+/// as redis-server leaves its AOF alone until it has grown by
+/// `auto-aof-rewrite-percentage`; with that at 0 (no bound) it does not
+/// work at all while writes go on, as redis-server then never rewrites
+/// on its own. Once writers are quiet it takes segments two thirds
+/// garbage. Under the capped server
 /// benchmark this cut the maintenance thread's CPU by a fifth to a
 /// quarter under SET and MSET, and the files ran at 1.85-1.98 times the
 /// data against 1.33-1.90 (bound 2.0), and came to rest at 1.56-1.66

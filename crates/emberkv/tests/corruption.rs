@@ -1204,13 +1204,32 @@ fn missing_segment_is_corruption() {
             seg << 20,
             got.map(|db| db.len())
         );
-        // A check names the gap alone.
-        let report = emberkv::check(&s.work).unwrap();
-        assert_eq!(report.problems.len(), 1, "segment {seg} deleted: {report}");
-        assert!(
-            report.problems[0].contains(&format!("segment file {seg} is missing")),
-            "segment {seg} deleted: {report}"
-        );
+        // A check names the gap alone, also when the segment before the
+        // gap ends short of the segment after it: check measured the one
+        // after the gap against the one before it, and reported a length
+        // mismatch that was only the gap, with the wrong segment's length
+        // (until 2026-12-05; this store's segments are otherwise all
+        // sealed at the same length).
+        for cut_before in [false, true] {
+            s.reset(&s.pristine);
+            fs::remove_file(s.seg_path(seg)).unwrap();
+            if cut_before {
+                let last = s.recs_of(seg - 1).last().expect("a record");
+                OpenOptions::new()
+                    .write(true)
+                    .open(s.seg_path(seg - 1))
+                    .unwrap()
+                    .set_len(last.off)
+                    .unwrap();
+            }
+            let report = emberkv::check(&s.work).unwrap();
+            let ctx = format!("segment {seg} deleted, the one before cut: {cut_before}");
+            assert_eq!(report.problems.len(), 1, "{ctx}: {report}");
+            assert!(
+                report.problems[0].contains(&format!("segment file {seg} is missing")),
+                "{ctx}: {report}"
+            );
+        }
     }
 }
 
