@@ -334,15 +334,15 @@ pub(crate) fn replay(
     let mut tail = 0;
     // The last segment replayed and what is known of its length (nothing
     // after damage in it). It counts for the next segment only when it is
-    // the one just before and not retired: past a missing segment
-    // (reported above) `check` does not measure the next one against an
-    // older one.
+    // the one just before (`segments` holds no retired one): past a
+    // retired or missing segment (the latter reported above) nothing is
+    // measured against an older one.
     let mut previous: Option<(u64, Previous)> = None;
     for seg in segments {
         let start = storage.segment_start(seg);
         let prev = previous
             .take()
-            .filter(|&(p, _)| p + 1 == seg && !retired.contains(p))
+            .filter(|&(p, _)| p + 1 == seg)
             .map(|(_, known)| known);
         if start + storage.segment_size() <= from {
             // Below the checkpoint its records are not read again, but its
