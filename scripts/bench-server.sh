@@ -6,9 +6,10 @@
 # socket and event-loop path), SET, GET, INCR and MSET (10 keys), 50
 # clients, without and with -P 16, over 100,000 keys of 1 KiB, prefilled,
 # then one unmeasured round of the tests (no pipelining) per server to warm
-# up. The two servers are run alternately for ROUNDS rounds and the median of each is reported, with the
-# emberkv/redis ratio. Results are for docs/BENCHMARKS-server.md: network
-# numbers never share a table with the embedded ones.
+# up. The two servers are run alternately for ROUNDS rounds and the median
+# of each is reported, with the emberkv/redis ratio. Results are for
+# docs/BENCHMARKS-server.md: network numbers never share a table with the
+# embedded ones.
 #
 # Environment: ROUNDS (3), REQUESTS (200000), PIPE_REQUESTS (1000000),
 # SERVER_CPU (0), CLIENT_CPU (1), OUT (bench-results/server.md),
