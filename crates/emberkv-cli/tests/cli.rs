@@ -361,7 +361,7 @@ fn salvage_exports_a_store_that_open_refuses() -> TestResult {
 /// A torn write past the durable mark is read past by the commands that
 /// only read, which leave the file as it is, and cut off by the next that
 /// writes, as documented; each says so on stderr instead of going on
-/// silently.
+/// silently, and `check` lists it as a repair, not a problem.
 #[test]
 fn a_torn_tail_is_read_past_then_cut_with_a_warning() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -383,6 +383,21 @@ fn a_torn_tail_is_read_past_then_cut_with_a_warning() -> TestResult {
         assert_eq!(std::fs::read(&seg)?, bytes, "{args:?} changed the segment");
     }
     assert_eq!(run(store, ["get", "kept"])?.stdout, b"value");
+    // What a crash leaves is no problem: check lists it as the repair the
+    // next open makes, and exits 0.
+    let out = run(store, ["check"])?;
+    assert_code(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("repaired by the next open: ") && text.contains("torn"),
+        "{text}"
+    );
+    assert!(
+        text.trim_end()
+            .ends_with("sound, as a crash left it (the next open repairs what is listed)"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&seg)?, bytes, "check changed the segment");
     let out = run(store, ["insert", "other", "value"])?;
     assert_code(&out, 0);
     let err = stderr(&out);

@@ -29,10 +29,19 @@ pub struct CheckReport {
     pub bytes_checked: u64,
     /// Every problem found, one line each; empty when the store is sound.
     pub problems: Vec<String>,
+    /// What a process that died with the store open leaves, and the next
+    /// writable open repairs, one line each: the newest segment's tail
+    /// past its durable mark when it does not end in a whole record (the
+    /// records written last, cut, or the room allocated ahead of them),
+    /// which the open cuts off, and a newest segment whose creation was
+    /// cut short, which the open creates again. Nothing there was
+    /// acknowledged as durable, so these are not problems.
+    pub repairs: Vec<String>,
 }
 
 impl CheckReport {
-    /// Whether no problem was found.
+    /// Whether no problem was found (repairs an open makes do not count:
+    /// see [`CheckReport::repairs`]).
     pub fn is_sound(&self) -> bool {
         self.problems.is_empty()
     }
@@ -45,16 +54,20 @@ impl fmt::Display for CheckReport {
             "{} segments, {} records ({} tombstones, {} bytes) verified, {} keys",
             self.segments, self.records, self.tombstones, self.bytes_checked, self.keys
         )?;
-        if self.is_sound() {
-            write!(f, "sound")
-        } else {
-            for p in &self.problems {
-                writeln!(f, "problem: {p}")?;
-            }
-            match self.problems.len() {
-                1 => write!(f, "1 problem"),
-                n => write!(f, "{n} problems"),
-            }
+        for r in &self.repairs {
+            writeln!(f, "repaired by the next open: {r}")?;
+        }
+        for p in &self.problems {
+            writeln!(f, "problem: {p}")?;
+        }
+        match self.problems.len() {
+            0 if self.repairs.is_empty() => write!(f, "sound"),
+            0 => write!(
+                f,
+                "sound, as a crash left it (the next open repairs what is listed)"
+            ),
+            1 => write!(f, "1 problem"),
+            n => write!(f, "{n} problems"),
         }
     }
 }
@@ -69,13 +82,14 @@ impl fmt::Display for CheckReport {
 /// so that every damaged record is named; in the newest segment the first
 /// one ends it (a torn tail, or damage below the durable mark).
 /// A store whose process died without closing it (and that was not opened
-/// since) reports its newest segment's tail as torn: the records written
+/// since) lists its newest segment's tail as torn: the records written
 /// last, if they were cut, and with segments of 64 MiB or more the zeros
 /// allocated ahead of the writes, which the next open cuts off; one that
-/// died while it created a segment reports that segment's file as holding
-/// no sound header, which the next open creates again. Damage
-/// below the newest segment's durable mark is reported as such: open
-/// refuses it ([`crate::salvage()`] gets the other keys out).
+/// died while it created a segment lists that segment's file as holding
+/// no sound header, which the next open creates again. Those are
+/// [`CheckReport::repairs`], not problems: such a store is sound. Damage
+/// below the newest segment's durable mark is a problem: open refuses it
+/// ([`crate::salvage()`] gets the other keys out).
 ///
 /// # Errors
 /// [`Error::InvalidPath`](crate::Error::InvalidPath) when `path` holds no

@@ -185,7 +185,8 @@ pub(crate) enum Mode<'a> {
     /// left in its file and the log ends before it, and no file is
     /// created, deleted, cut or synced.
     Read,
-    /// Check: change nothing; note every problem in the report and go on.
+    /// Check: change nothing; note every problem (and every repair an open
+    /// would make) in the report and go on.
     Check(&'a mut CheckReport),
 }
 
@@ -420,7 +421,7 @@ pub(crate) fn replay(
                         storage.create(seg, prev.map_or(0, Previous::len))?;
                     }
                     Mode::Read => {}
-                    Mode::Check(report) => report.problems.push(format!(
+                    Mode::Check(report) => report.repairs.push(format!(
                         "segment file {seg} holds {} bytes and no sound header, as a crash \
                          while it was created leaves it (an open creates it again)",
                         end - start
@@ -535,13 +536,13 @@ pub(crate) fn replay(
                         storage.truncate(seg, cut)?;
                     }
                 }
-                Mode::Check(_) if seg == newest => mode.problem(Error::corruption(
-                    cut,
-                    format!(
-                        "torn or corrupt tail of {} bytes in the newest segment (an open that replays it cuts it off)",
-                        end - cut
-                    ),
-                ))?,
+                // Past the durable mark: nothing there was acknowledged as
+                // durable.
+                Mode::Check(report) if seg == newest => report.repairs.push(format!(
+                    "torn or corrupt tail of {} bytes at offset {cut} in the newest segment, \
+                     past its durable mark (an open that replays it cuts it off)",
+                    end - cut
+                )),
                 _ => mode.problem(Error::corruption(
                     cut,
                     "invalid record before the end of a sealed segment (salvage gets the \

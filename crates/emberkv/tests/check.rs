@@ -50,25 +50,83 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
         .filter(|p| p.extension().is_some_and(|x| x == "seg"))
         .max()
         .unwrap();
+    // A torn record's worth of bytes past the records, as a crash leaves
+    // them.
     let len = std::fs::metadata(&newest)?.len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&newest)?
-        .set_len(len - 7)?;
+    let mut torn = std::fs::read(&newest)?;
+    torn.extend_from_slice(&[0xA5; 300]);
+    std::fs::write(&newest, &torn)?;
     let report = check(dir.path())?;
     assert!(!report.is_sound());
     assert!(
         report.problems.iter().any(|p| p.contains("sealed segment")),
         "{report}"
     );
+    // A torn tail is what a crash leaves, past the durable mark: the next
+    // open cuts it off, and it is no problem of the store.
     assert!(
-        report.problems.iter().any(|p| p.contains("torn")),
+        report.repairs.iter().any(|p| p.contains("torn")),
+        "{report}"
+    );
+    assert!(
+        !report.problems.iter().any(|p| p.contains("torn")),
         "{report}"
     );
     assert_eq!(
         std::fs::metadata(&newest)?.len(),
-        len - 7,
+        len + 300,
         "check must not repair"
+    );
+    Ok(())
+}
+
+/// A torn tail alone leaves the store sound, with the repair listed; the
+/// newest segment cut below its durable mark (acknowledged records lost)
+/// is a problem, named as damage rather than a torn tail.
+#[test]
+fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    let newest = std::fs::read_dir(dir.path())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .unwrap();
+    let bytes = std::fs::read(&newest)?;
+    let mut torn = bytes.clone();
+    torn.extend_from_slice(&[0xA5; 300]);
+    std::fs::write(&newest, &torn)?;
+    let report = check(dir.path())?;
+    assert!(report.is_sound(), "{report}");
+    assert_eq!(report.repairs.len(), 1, "{report}");
+    assert!(report.repairs[0].contains("torn"), "{report}");
+    assert!(
+        report
+            .to_string()
+            .ends_with("sound, as a crash left it (the next open repairs what is listed)"),
+        "{report}"
+    );
+    assert_eq!(report.keys, 2_700);
+    // The open cuts it off; then nothing is left to repair.
+    Db::open(dir.path(), Options::default().compaction_garbage(None))?.close()?;
+    let report = check(dir.path())?;
+    assert!(report.is_sound() && report.repairs.is_empty(), "{report}");
+    assert!(report.to_string().ends_with("\nsound"), "{report}");
+
+    let len = std::fs::metadata(&newest)?.len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)?
+        .set_len(len - 7)?;
+    let report = check(dir.path())?;
+    assert!(!report.is_sound(), "{report}");
+    assert!(report.repairs.is_empty(), "{report}");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("not a torn tail")),
+        "{report}"
     );
     Ok(())
 }

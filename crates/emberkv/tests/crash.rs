@@ -545,9 +545,23 @@ impl Harness {
         } else {
             ""
         };
-        // A read-only open first: it must see what the recovering open
-        // sees, and leave every file as the kill left it.
+        // A check and a read-only open first: the check must find the
+        // store sound (a torn tail or a segment whose creation was cut
+        // short are repairs the next open makes, not problems), the
+        // read-only open must see what the recovering open sees, and both
+        // must leave every file as the kill left it.
         let files = files(&self.dir);
+        let report = emberkv::check(&self.dir).unwrap_or_else(|e| {
+            panic!(
+                "{} check after the kill failed{replay}: {e:?}",
+                self.ctx(cycle)
+            )
+        });
+        assert!(
+            report.is_sound(),
+            "{} check after the kill{replay}: {report}",
+            self.ctx(cycle)
+        );
         let read_only =
             Db::open(&self.dir, self.mode.options().read_only(true)).unwrap_or_else(|e| {
                 panic!(
@@ -559,7 +573,7 @@ impl Harness {
         drop(read_only);
         assert!(
             files == self::files(&self.dir),
-            "{} the read-only open changed the store's files",
+            "{} the check or the read-only open changed the store's files",
             self.ctx(cycle)
         );
         let db = Db::open(&self.dir, self.mode.options()).unwrap_or_else(|e| {

@@ -240,7 +240,7 @@ fn read_only_handles_share_the_lock_and_keep_a_writer_out() {
     // torn tail the handles ignore).
     let report = emberkv::check(dir.path()).unwrap();
     assert!(
-        report.problems.iter().any(|p| p.contains("torn")),
+        report.repairs.iter().any(|p| p.contains("torn")),
         "{report}"
     );
     drop(a);
