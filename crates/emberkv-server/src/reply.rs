@@ -96,11 +96,11 @@ impl Reply {
     }
 
     /// An error line (`msg` without the leading `-`), with CR and LF
-    /// replaced by spaces as Redis does.
-    pub fn error(&mut self, msg: &str) {
+    /// replaced by spaces as Redis does; any other byte is sent as it is.
+    pub fn error(&mut self, msg: impl AsRef<[u8]>) {
         self.buf.extend_from_slice(b"-");
         let start = self.buf.len();
-        self.buf.extend_from_slice(msg.as_bytes());
+        self.buf.extend_from_slice(msg.as_ref());
         for b in &mut self.buf[start..] {
             if *b == b'\r' || *b == b'\n' {
                 *b = b' ';

@@ -154,11 +154,18 @@ impl Local {
 
     /// Counts an error reply: `line` is its text without the leading `-`,
     /// its first word the error code.
-    pub fn error(&mut self, line: &str) {
-        let code = line.split(' ').next().unwrap_or_default();
-        match self.error_codes.iter_mut().find(|(c, _)| c == code) {
+    pub fn error(&mut self, line: impl AsRef<[u8]>) {
+        let line = line.as_ref();
+        let code = &line[..memchr::memchr(b' ', line).unwrap_or(line.len())];
+        match self
+            .error_codes
+            .iter_mut()
+            .find(|(c, _)| c.as_bytes() == code)
+        {
             Some((_, n)) => *n += 1,
-            None => self.error_codes.push((code.to_owned(), 1)),
+            None => self
+                .error_codes
+                .push((String::from_utf8_lossy(code).into_owned(), 1)),
         }
     }
 }

@@ -198,17 +198,19 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let mut next = config.clone();
     let mut seen = Vec::new();
     let mut pairs = args.from(2);
-    while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
-        let name = text(name);
+    while let (Some(sent), Some(value)) = (pairs.next(), pairs.next()) {
+        let name = text(sent);
         let failed = |why: &str| {
             CmdError::err(format_args!(
                 "CONFIG SET failed (possibly related to argument '{name}') - {why}"
             ))
         };
         let Some(param) = config::param(&name) else {
-            return Err(CmdError::err(format_args!(
-                "Unknown option or number of arguments for CONFIG SET - '{name}'"
-            )));
+            return Err(CmdError::err_quoting(
+                "Unknown option or number of arguments for CONFIG SET - '",
+                sent,
+                "'",
+            ));
         };
         if !param.mutable {
             return Err(failed("can't set immutable config"));

@@ -154,16 +154,14 @@ fn setinfo(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     } else if is(attr, "LIB-VER") {
         1
     } else {
-        return Err(CmdError::err(format_args!(
-            "Unrecognized option '{}'",
-            text(attr)
-        )));
+        return Err(CmdError::err_quoting("Unrecognized option '", attr, "'"));
     };
     if !super::conn::valid_name(value) {
-        return Err(CmdError::err(format_args!(
-            "{} cannot contain spaces, newlines or special characters.",
-            text(attr).to_ascii_lowercase()
-        )));
+        return Err(CmdError::err_quoting(
+            "",
+            &attr.to_ascii_lowercase(),
+            " cannot contain spaces, newlines or special characters.",
+        ));
     }
     let mut lib = ctx.session.handle.lib.lock();
     if which == 0 {
@@ -259,10 +257,7 @@ fn list(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
                 .iter()
                 .any(|n| is(t, n))
             {
-                return Err(CmdError::err(format_args!(
-                    "Unknown client type '{}'",
-                    text(t)
-                )));
+                return Err(CmdError::err_quoting("Unknown client type '", t, "'"));
             }
             if !is(t, "normal") {
                 ids = Some(Vec::new());
@@ -358,17 +353,11 @@ fn kill(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             {
                 f.none = true;
             } else {
-                return Err(CmdError::err(format_args!(
-                    "Unknown client type '{}'",
-                    text(value)
-                )));
+                return Err(CmdError::err_quoting("Unknown client type '", value, "'"));
             }
         } else if is(opt, "USER") {
             if value != b"default" {
-                return Err(CmdError::err(format_args!(
-                    "No such user '{}'",
-                    text(value)
-                )));
+                return Err(CmdError::err_quoting("No such user '", value, "'"));
             }
         } else if is(opt, "SKIPME") {
             f.skipme = if is(value, "yes") {

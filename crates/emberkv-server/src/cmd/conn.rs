@@ -130,10 +130,11 @@ pub(super) fn hello(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             name = Some(args.get(j + 1));
             j += 1;
         } else {
-            return Err(CmdError::err(format_args!(
-                "Syntax error in HELLO option '{}'",
-                text(opt)
-            )));
+            return Err(CmdError::err_quoting(
+                "Syntax error in HELLO option '",
+                opt,
+                "'",
+            ));
         }
         j += 1;
     }

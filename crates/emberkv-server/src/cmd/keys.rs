@@ -149,10 +149,7 @@ fn expire_generic(
             lt = true;
         } else {
             // Redis's `%s`: up to the first NUL.
-            return Err(CmdError::err(format_args!(
-                "Unsupported option {}",
-                crate::error::c_text(opt, usize::MAX)
-            )));
+            return Err(CmdError::err_quoting("Unsupported option ", opt, ""));
         }
     }
     if nx && (xx || gt || lt) {

@@ -42,7 +42,7 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn fail(&mut self, e: &CmdError) {
-        let line = e.to_string();
+        let line = e.line();
         self.session.local.error(&line);
         self.out.error(&line);
     }

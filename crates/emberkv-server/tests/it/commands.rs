@@ -880,7 +880,13 @@ fn config_and_info() {
     }
     assert!(info.contains("redis_version:7.0.0\r\n"));
     assert!(info.contains(&format!("tcp_port:{}\r\n", s.port)));
-    assert!(info.contains("connected_clients:1\r\n"));
+    // The connection that found the server ready may not be reaped yet
+    // on a busy machine (seen once in a full test run beside another job).
+    assert!(eventually(5, || {
+        String::from_utf8(as_bytes(&r.q("INFO clients")))
+            .unwrap()
+            .contains("connected_clients:1\r\n")
+    }));
     assert!(info.contains("maxmemory:1073741824\r\n"));
     assert!(
         info.contains("db0:keys=1,expires=0,avg_ttl=0\r\n"),

@@ -1264,6 +1264,34 @@ fn keywords_end_at_a_nul_as_in_redis_server() {
     });
 }
 
+/// Errors that quote what a client sent quote its bytes as sent, UTF-8 or
+/// not, up to a NUL and with CR and LF as spaces, as redis-server's `%s`
+/// does. Found on 2026-12-05: emberkv-server sent U+FFFD (three bytes) in
+/// place of each byte that is not UTF-8.
+#[test]
+fn errors_quote_a_clients_bytes_as_redis_server_does() {
+    let calls: &[&[&[u8]]] = &[
+        &[b"\xff\xfe", b"\x80a", b"b\xc3"],
+        &[b"NO\xffSUCH\0cut", b"x\r\ny"],
+        &[b"CLIENT", b"\xffsub"],
+        &[b"CONFIG", b"\xe9t\xe9"],
+        &[b"CONFIG", b"SET", b"max\xffclients", b"10"],
+        &[b"SET", b"k", b"v"],
+        &[b"EXPIRE", b"k", b"100", b"\xffopt"],
+        &[b"EXPIRE", b"k", b"100", b"a\xff\0b"],
+        &[b"HELLO", b"2", b"\xe9"],
+        &[b"CLIENT", b"KILL", b"TYPE", b"\xfftype"],
+        &[b"CLIENT", b"KILL", b"USER", b"\xffuser"],
+        &[b"CLIENT", b"LIST", b"TYPE", b"\xfftype"],
+    ];
+    compare(|pair| {
+        for call in calls {
+            let args: Vec<Vec<u8>> = call.iter().map(|a| a.to_vec()).collect();
+            pair.send(&args);
+        }
+    });
+}
+
 /// xorshift64*: the random sequences are the same on every run.
 struct Rng(u64);
 
