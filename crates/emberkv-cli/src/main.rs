@@ -121,8 +121,9 @@ enum Command {
     },
     /// Verify every record's checksum and the index against the log,
     /// without changing anything (exit 0 if sound, 1 if problems are found,
-    /// 2 if the check could not run). What a crash leaves past the durable
-    /// mark is listed as a repair the next open makes, not a problem.
+    /// 2 if the check could not run). A torn tail past the durable mark, as
+    /// a crash leaves it, is listed as a repair the next open makes, not a
+    /// problem.
     Check,
     /// Run one compaction pass: reclaim the space of overwritten, removed
     /// and expired records, and print what was reclaimed.
@@ -435,8 +436,8 @@ fn stats(dir: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `check`: prints the report; exit 0 when sound (a store a crash left,
-/// with repairs for the next open listed, is sound), 1 with problems.
+/// `check`: prints the report; exit 0 when sound (with the repairs the
+/// next open makes listed, such as a crash's torn tail), 1 with problems.
 fn check(dir: &Path) -> Result<ExitCode> {
     require_store(dir)?;
     let report = emberkv::check(dir).map_err(|e| store_error(e, "check", dir))?;

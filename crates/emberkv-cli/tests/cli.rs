@@ -394,7 +394,7 @@ fn a_torn_tail_is_read_past_then_cut_with_a_warning() -> TestResult {
     );
     assert!(
         text.trim_end()
-            .ends_with("sound, as a crash left it (the next open repairs what is listed)"),
+            .ends_with("sound; the next open repairs what is listed"),
         "{text}"
     );
     assert_eq!(std::fs::read(&seg)?, bytes, "check changed the segment");

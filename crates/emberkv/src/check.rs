@@ -30,12 +30,18 @@ pub struct CheckReport {
     /// Every problem found, one line each; empty when the store is sound.
     pub problems: Vec<String>,
     /// What a process that died with the store open leaves, and the next
-    /// writable open repairs, one line each: the newest segment's tail
-    /// past its durable mark when it does not end in a whole record (the
-    /// records written last, cut, or the room allocated ahead of them),
-    /// which the open cuts off, and a newest segment whose creation was
-    /// cut short, which the open creates again. Nothing there was
-    /// acknowledged as durable, so these are not problems.
+    /// writable open repairs, one line each; not problems:
+    /// - a torn tail: the newest segment's bytes past its durable mark from
+    ///   the first record that fails its checks on, with no record that
+    ///   verifies after it (the records written last, cut, or the room
+    ///   allocated ahead of them), which the open cuts off. The mark lags
+    ///   the fdatasyncs (README, "Durability contract"), so damage to the
+    ///   last records synced since it was written looks the same; damage
+    ///   with records that verify after it is a problem;
+    /// - a newest segment whose creation was cut short (its file holds no
+    ///   sound header), which the open creates again, when `NEWEST` (or
+    ///   its being the store's first segment) tells that from a segment
+    ///   whose records were lost.
     pub repairs: Vec<String>,
 }
 
@@ -44,6 +50,12 @@ impl CheckReport {
     /// see [`CheckReport::repairs`]).
     pub fn is_sound(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Whether no problem was found and nothing is left for an open to
+    /// repair: what a clean close (or a backup) leaves.
+    pub fn is_clean(&self) -> bool {
+        self.is_sound() && self.repairs.is_empty()
     }
 }
 
@@ -62,10 +74,7 @@ impl fmt::Display for CheckReport {
         }
         match self.problems.len() {
             0 if self.repairs.is_empty() => write!(f, "sound"),
-            0 => write!(
-                f,
-                "sound, as a crash left it (the next open repairs what is listed)"
-            ),
+            0 => write!(f, "sound; the next open repairs what is listed"),
             1 => write!(f, "1 problem"),
             n => write!(f, "{n} problems"),
         }
@@ -79,17 +88,20 @@ impl fmt::Display for CheckReport {
 /// Problems are listed in the report rather than returned as errors. Past
 /// a damaged record in a sealed segment the check goes on where
 /// [`crate::salvage()`] would (the record's stated end, else the next page),
-/// so that every damaged record is named; in the newest segment the first
-/// one ends it (a torn tail, or damage below the durable mark).
+/// so that every damaged record is named, and so it does below the newest
+/// segment's durable mark; past the mark the first one ends the log.
 /// A store whose process died without closing it (and that was not opened
 /// since) lists its newest segment's tail as torn: the records written
 /// last, if they were cut, and with segments of 64 MiB or more the zeros
 /// allocated ahead of the writes, which the next open cuts off; one that
 /// died while it created a segment lists that segment's file as holding
 /// no sound header, which the next open creates again. Those are
-/// [`CheckReport::repairs`], not problems: such a store is sound. Damage
-/// below the newest segment's durable mark is a problem: open refuses it
-/// ([`crate::salvage()`] gets the other keys out).
+/// [`CheckReport::repairs`], not problems: such a store is sound (see
+/// there for what cannot be told from them). Damage below the newest
+/// segment's durable mark is a problem: open refuses it
+/// ([`crate::salvage()`] gets the other keys out); so are damage past the
+/// mark with records that verify after it (open cuts those off with it),
+/// a damaged durable mark, and a segment file longer than a segment.
 ///
 /// # Errors
 /// [`Error::InvalidPath`](crate::Error::InvalidPath) when `path` holds no

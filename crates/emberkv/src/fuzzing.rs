@@ -230,7 +230,7 @@ pub fn recovery(dir: &Path, data: &[u8]) {
         }
     };
     if let (Ok(report), Some(salvaged)) = (&report, &salvaged)
-        && untouched_by_open(report)
+        && report.is_clean()
     {
         assert_eq!(salvaged, &live, "salvage of a sound store differs from it");
     }
@@ -244,7 +244,7 @@ pub fn recovery(dir: &Path, data: &[u8]) {
     assert_eq!(read_all(&db).expect("reading after reopen"), live);
     db.close().expect("close after reopen");
     let report = crate::check(dir).expect("check after a clean close");
-    assert!(report.is_sound(), "{report}");
+    assert!(report.is_clean(), "{report}");
 }
 
 /// What [`crate::salvage()`] finds in `dir`: every key without an expiry
@@ -281,13 +281,6 @@ struct Replayed {
     sound: bool,
 }
 
-/// Whether `check` found the store sound with nothing for an open to
-/// repair: a torn tail the open cuts off may hold records `salvage` reads
-/// past, and once a close marks the cut bytes durable, damage there is rot.
-fn untouched_by_open(report: &crate::CheckReport) -> bool {
-    report.is_sound() && report.repairs.is_empty()
-}
-
 /// Lays `data` out again in a directory next to `dir`, without its
 /// `CHECKPOINT`, and returns what a replay of the whole log keeps there
 /// (`None` when that open or read fails on damage); removes the copy.
@@ -299,7 +292,7 @@ fn full_replay_of_a_copy(dir: &Path, data: &[u8]) -> Option<Replayed> {
     fs::create_dir(&copy).expect("creating the copy");
     lay_out(&copy, data).expect("laying out the copy");
     fs::remove_file(copy.join(CHECKPOINT_FILE)).expect("the copy's checkpoint");
-    let sound = crate::check(&copy).is_ok_and(|report| untouched_by_open(&report));
+    let sound = crate::check(&copy).is_ok_and(|report| report.is_clean());
     let kept = Db::open(&copy, options()).ok().and_then(|db| {
         let kept = read_all(&db).ok();
         let _ = db.close();

@@ -384,10 +384,24 @@ pub(crate) fn replay(
                 Ok(SegmentHeader {
                     prev_len,
                     durable_len,
+                    damaged_marks,
                 }),
                 _,
             ) => {
                 check_previous(storage, &mut mode, seg, prev, prev_len)?;
+                if let (Mode::Check(report), 1..) = (&mut mode, damaged_marks) {
+                    report.problems.push(
+                        Error::corruption(
+                            start,
+                            format!(
+                                "segment {seg}'s header holds {damaged_marks} damaged durable \
+                                 mark(s): bytes past the other mark (here {durable_len}) count \
+                                 as not durable"
+                            ),
+                        )
+                        .to_string(),
+                    );
+                }
                 start + durable_len
             }
             (Err(Error::Corruption { .. }), _)
@@ -406,7 +420,9 @@ pub(crate) fn replay(
                 continue;
             }
             // What a crash while the segment was created leaves: an open
-            // creates it again, and a check says so.
+            // creates it again, and a check says so (a problem when no
+            // `NEWEST` tells that from a segment emptied or damaged after
+            // it held records, unless it is the store's first).
             (Err(Error::Corruption { .. }), _)
                 if seg == newest
                     && end <= start + SEGMENT_HEADER_BYTES
@@ -421,9 +437,19 @@ pub(crate) fn replay(
                         storage.create(seg, prev.map_or(0, Previous::len))?;
                     }
                     Mode::Read => {}
-                    Mode::Check(report) => report.repairs.push(format!(
-                        "segment file {seg} holds {} bytes and no sound header, as a crash \
-                         while it was created leaves it (an open creates it again)",
+                    Mode::Check(report) if created.is_some() || prev.is_none() => {
+                        report.repairs.push(format!(
+                            "segment file {seg} holds {} bytes and no sound header, as a crash \
+                             while it was created leaves it (an open creates it again)",
+                            end - start
+                        ))
+                    }
+                    Mode::Check(report) => report.problems.push(format!(
+                        "segment file {seg} holds {} bytes and no sound header: a crash while \
+                         it was created leaves it so, but with no NEWEST file (a backup's \
+                         store, or an older build's) it cannot be told from a segment whose \
+                         records were lost (an open creates it again; salvage gets the other \
+                         keys out)",
                         end - start
                     )),
                 }
@@ -536,13 +562,33 @@ pub(crate) fn replay(
                         storage.truncate(seg, cut)?;
                     }
                 }
-                // Past the durable mark: nothing there was acknowledged as
-                // durable.
-                Mode::Check(report) if seg == newest => report.repairs.push(format!(
-                    "torn or corrupt tail of {} bytes at offset {cut} in the newest segment, \
-                     past its durable mark (an open that replays it cuts it off)",
-                    end - cut
-                )),
+                // Past the durable mark, where a crash leaves the records
+                // written last cut (the mark lags the syncs: writes synced
+                // since it was last written may lie there too). A file
+                // longer than a segment, or records that verify after the
+                // cut, no crash leaves: those are problems.
+                Mode::Check(report) if seg == newest => {
+                    let cut_bytes = start + file_len - cut;
+                    if file_len > storage.segment_size() {
+                        report.problems.push(format!(
+                            "segment file {seg} holds {file_len} bytes, more than a segment \
+                             ({}): damage; an open cuts {cut_bytes} bytes at offset {cut}",
+                            storage.segment_size()
+                        ));
+                    } else if let Some(at) = verified_record_after(storage, &mut chunk, pos, end)? {
+                        report.problems.push(format!(
+                            "invalid record at offset {cut} in the newest segment, past its \
+                             durable mark, with records that verify after it (the first at \
+                             {at}): damage, not a torn tail; an open cuts {cut_bytes} bytes \
+                             there (salvage gets the other keys out)"
+                        ));
+                    } else {
+                        report.repairs.push(format!(
+                            "torn tail of {cut_bytes} bytes at offset {cut} in the newest \
+                             segment, past its durable mark (an open cuts it off)"
+                        ));
+                    }
+                }
                 _ => mode.problem(Error::corruption(
                     cut,
                     "invalid record before the end of a sealed segment (salvage gets the \
@@ -629,6 +675,29 @@ fn check_previous(
 pub(crate) fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
     let at_segment_start = storage.segment_start(storage.segment_of(tail)) == tail;
     tail >= claimed || (at_segment_start && claimed <= tail + SEGMENT_HEADER_BYTES)
+}
+
+/// The address of the first record that verifies at or after `pos` (where
+/// a record failed its checks) and before `end`, going on past damage as
+/// salvage does; `None` when none does (a torn tail: only the cut records
+/// and zeros or leftovers follow).
+fn verified_record_after(
+    storage: &Segments,
+    chunk: &mut Chunk,
+    pos: u64,
+    end: u64,
+) -> Result<Option<u64>> {
+    let mut at = crate::salvage::resume_after(storage, chunk, pos, end)?.0;
+    while at < end {
+        at = match next_record(storage, chunk, at, end)? {
+            Next::Record(_) => return Ok(Some(at)),
+            Next::Pad(len) if len > 0 => at + len,
+            Next::Pad(_) | Next::Invalid => {
+                crate::salvage::resume_after(storage, chunk, at, end)?.0
+            }
+        };
+    }
+    Ok(None)
 }
 
 /// The error of damage (`what`) at `at` in the newest segment, below the

@@ -146,6 +146,11 @@ pub(crate) struct SegmentHeader {
     /// Bytes of this segment's file known to have been fdatasynced when
     /// its durable mark was last written (0 if never).
     pub(crate) durable_len: u64,
+    /// Mark slots holding neither zeros nor a valid mark. Slots are
+    /// written 8 bytes at a time, each whole, so no crash leaves one so:
+    /// it is damage, which `check` reports (the mark then falls back to
+    /// the other slot, or to 0).
+    pub(crate) damaged_marks: usize,
 }
 
 /// The 8 bytes of a durable mark's slot recording `len`: the length and
@@ -600,17 +605,20 @@ impl Segments {
                 "segment header is damaged or belongs to another store",
             ));
         }
-        let durable_len = (0..2)
-            .filter_map(|slot| {
-                let at = MARK_AT + 8 * slot;
-                let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-                (bytes[at..at + 8] == mark_slot(seg, len)).then_some(u64::from(len))
-            })
-            .max()
-            .unwrap_or(0);
+        let slots = (0..2).map(|slot| {
+            let at = MARK_AT + 8 * slot;
+            let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+            let valid = bytes[at..at + 8] == mark_slot(seg, len);
+            let empty = bytes[at..at + 8] == [0; 8];
+            (valid.then_some(u64::from(len)), !valid && !empty)
+        });
+        let (durable_len, damaged_marks) = slots.fold((0, 0), |(len, damaged), (valid, bad)| {
+            (len.max(valid.unwrap_or(0)), damaged + usize::from(bad))
+        });
         Ok(SegmentHeader {
             prev_len,
             durable_len,
+            damaged_marks,
         })
     }
 

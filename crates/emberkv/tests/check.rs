@@ -103,7 +103,7 @@ fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestR
     assert!(
         report
             .to_string()
-            .ends_with("sound, as a crash left it (the next open repairs what is listed)"),
+            .ends_with("sound; the next open repairs what is listed"),
         "{report}"
     );
     assert_eq!(report.keys, 2_700);
@@ -126,6 +126,78 @@ fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestR
             .problems
             .iter()
             .any(|p| p.contains("not a torn tail")),
+        "{report}"
+    );
+    Ok(())
+}
+
+/// The newest segment file of the store in `dir`.
+fn newest_segment(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .expect("a segment file"))
+}
+
+/// What no crash leaves stays a problem, past the durable mark too: damage
+/// with records that verify after it, a damaged durable mark, a newest
+/// segment file longer than a segment. Found in review (2026-12-05): the
+/// first version of the repairs listed each as a repair, so a store whose
+/// records an open would cut off checked sound.
+#[test]
+fn what_no_crash_leaves_past_the_durable_mark_stays_a_problem() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    build(dir.path())?;
+    // No checkpoint and no mark (both slots zero, as in a segment never
+    // marked): every record of the newest segment lies past the mark.
+    std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
+    let newest = newest_segment(dir.path())?;
+    let clean = std::fs::read(&newest)?;
+    let mut unmarked = clean.clone();
+    unmarked[40..56].fill(0);
+    std::fs::write(&newest, &unmarked)?;
+    assert!(check(dir.path())?.is_clean());
+
+    // Damage in the segment's first record: records verify after it.
+    let mut first = unmarked.clone();
+    first[64 + 30] ^= 0x01;
+    std::fs::write(&newest, &first)?;
+    let report = check(dir.path())?;
+    assert!(!report.is_sound(), "{report}");
+    assert!(report.repairs.is_empty(), "{report}");
+    assert!(
+        (report.problems.iter()).any(|p| p.contains("records that verify after it")),
+        "{report}"
+    );
+    // Damage in its last record: nothing verifies after it, as after a
+    // crash that cut the records written last.
+    let mut last = unmarked.clone();
+    let n = last.len();
+    last[n - 10] ^= 0x01;
+    std::fs::write(&newest, &last)?;
+    let report = check(dir.path())?;
+    assert!(report.is_sound() && report.repairs.len() == 1, "{report}");
+    assert!(report.repairs[0].contains("torn tail"), "{report}");
+
+    // A damaged mark slot (a crash writes a slot whole).
+    let mut slot = clean.clone();
+    slot[40..48].fill(0xEE);
+    std::fs::write(&newest, &slot)?;
+    let report = check(dir.path())?;
+    assert!(
+        (report.problems.iter()).any(|p| p.contains("damaged durable mark")),
+        "{report}"
+    );
+
+    // Longer than a segment (1 MiB here).
+    let mut long = clean.clone();
+    long.resize((1 << 20) + 100, 0xA5);
+    std::fs::write(&newest, &long)?;
+    let report = check(dir.path())?;
+    assert!(report.repairs.is_empty(), "{report}");
+    assert!(
+        (report.problems.iter()).any(|p| p.contains("more than a segment")),
         "{report}"
     );
     Ok(())

@@ -1355,6 +1355,16 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
                 report.repairs[0].contains("as a crash while it was created leaves it"),
                 "{ctx}: {report}"
             );
+            // Without NEWEST (a backup's store, an older build's) it cannot
+            // be told from a segment whose records were lost: a problem.
+            fs::remove_file(s.work.join("NEWEST")).unwrap();
+            let report = emberkv::check(&s.work).unwrap();
+            assert!(report.repairs.is_empty(), "{ctx}: {report}");
+            assert!(
+                report.problems.len() == 1 && report.problems[0].contains("cannot be told"),
+                "{ctx}: {report}"
+            );
+            record_newest(&s.work, next - 1);
         }
         let db = s.open().unwrap_or_else(|e| panic!("{ctx}: {e}"));
         model.check(&db, &before_next, &ctx);

@@ -43,7 +43,7 @@ fn open_image(to: &Path, options: &Options, keys: u32) {
     }
     copy.close().unwrap();
     let report = emberkv::check(to).unwrap();
-    assert!(report.is_sound(), "{:?}", report.problems);
+    assert!(report.is_clean(), "{:?}", report.problems);
 }
 
 /// A store in `dir` with 64 MiB segments holding 40 values of 64 KiB,
@@ -115,7 +115,7 @@ fn a_store_copied_while_open_opens_with_every_synced_write() {
     }
     db.close().unwrap();
     let report = emberkv::check(&store).unwrap();
-    assert!(report.is_sound(), "{:?}", report.problems);
+    assert!(report.is_clean(), "{:?}", report.problems);
     let lengths = segment_lengths(&store);
     let db = Db::open(&store, options).unwrap();
     assert_eq!(db.len(), KEYS as usize);
@@ -163,7 +163,7 @@ fn a_sync_writes_store_copied_while_open_opens_with_every_acknowledged_write() {
     assert!(zeros_seen > 0, "no image held zeros ahead of the records");
     db.close().unwrap();
     let report = emberkv::check(&store).unwrap();
-    assert!(report.is_sound(), "{:?}", report.problems);
+    assert!(report.is_clean(), "{:?}", report.problems);
     let db = Db::open(&store, options).unwrap();
     assert_eq!(db.len(), KEYS as usize);
 }
@@ -183,7 +183,7 @@ fn a_store_closed_right_after_a_seal_checks_clean_and_has_its_next_segment() {
         db.close().unwrap();
         let report = emberkv::check(dir.path()).unwrap();
         assert!(
-            report.is_sound(),
+            report.is_clean(),
             "sync_writes {sync_writes}: {:?}",
             report.problems
         );
@@ -211,7 +211,7 @@ fn a_backup_right_after_a_seal_copies_records_only() {
         db.backup(&copy).unwrap();
         let report = emberkv::check(&copy).unwrap();
         assert!(
-            report.is_sound(),
+            report.is_clean(),
             "sync_writes {sync_writes}: {:?}",
             report.problems
         );
