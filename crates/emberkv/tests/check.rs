@@ -45,11 +45,7 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
     let mut bytes = std::fs::read(&seg)?;
     bytes[5_000] ^= 0x40;
     std::fs::write(&seg, &bytes)?;
-    let newest = std::fs::read_dir(dir.path())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .max()
-        .unwrap();
+    let newest = newest_segment(dir.path())?;
     // A torn record's worth of bytes past the records, as a crash leaves
     // them.
     let len = std::fs::metadata(&newest)?.len();
@@ -87,11 +83,7 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
 fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestResult {
     let dir = tempfile::tempdir()?;
     build(dir.path())?;
-    let newest = std::fs::read_dir(dir.path())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .max()
-        .unwrap();
+    let newest = newest_segment(dir.path())?;
     let bytes = std::fs::read(&newest)?;
     let mut torn = bytes.clone();
     torn.extend_from_slice(&[0xA5; 300]);
