@@ -37,11 +37,12 @@ pub struct CheckReport {
     ///   allocated ahead of them), which the open cuts off. The mark lags
     ///   the fdatasyncs (README, "Durability contract"), so damage to the
     ///   last records synced since it was written looks the same; damage
-    ///   with records that verify after it is a problem;
+    ///   with records that verify after it, which no process crash leaves
+    ///   (a power cut since the last fdatasync may), is a problem;
     /// - a newest segment whose creation was cut short (its file holds no
     ///   sound header), which the open creates again, when `NEWEST` (or
-    ///   its being the store's first segment) tells that from a segment
-    ///   whose records were lost.
+    ///   its being segment 0) tells that from a segment whose records
+    ///   were lost; a backup's store has no `NEWEST`.
     pub repairs: Vec<String>,
 }
 

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use crate::check::CheckReport;
 use crate::error::{Error, Result};
 use crate::index::{Index, KeyHasher, shard_of};
-use crate::log::{REHASH_GROUP, fetch_cold, read_cold};
+use crate::log::{PAGE_BYTES, REHASH_GROUP, fetch_cold, read_cold};
 use crate::manifest::Retired;
 use crate::record::{HEADER_BYTES, Header, Record};
 use crate::storage::{MappedSegment, SEGMENT_HEADER_BYTES, SegmentHeader, Segments};
@@ -395,8 +395,8 @@ pub(crate) fn replay(
                             start,
                             format!(
                                 "segment {seg}'s header holds {damaged_marks} damaged durable \
-                                 mark(s): bytes past the other mark (here {durable_len}) count \
-                                 as not durable"
+                                 mark slot(s): the mark falls back to {durable_len} bytes (the \
+                                 other slot's, or none), and bytes past it count as not durable"
                             ),
                         )
                         .to_string(),
@@ -422,7 +422,9 @@ pub(crate) fn replay(
             // What a crash while the segment was created leaves: an open
             // creates it again, and a check says so (a problem when no
             // `NEWEST` tells that from a segment emptied or damaged after
-            // it held records, unless it is the store's first).
+            // it held records, unless it is the store's first: segment 0,
+            // not merely the first left after compaction retired those
+            // before it, found in review).
             (Err(Error::Corruption { .. }), _)
                 if seg == newest
                     && end <= start + SEGMENT_HEADER_BYTES
@@ -437,7 +439,7 @@ pub(crate) fn replay(
                         storage.create(seg, prev.map_or(0, Previous::len))?;
                     }
                     Mode::Read => {}
-                    Mode::Check(report) if created.is_some() || prev.is_none() => {
+                    Mode::Check(report) if created.is_some() || seg == 0 => {
                         report.repairs.push(format!(
                             "segment file {seg} holds {} bytes and no sound header, as a crash \
                              while it was created leaves it (an open creates it again)",
@@ -566,7 +568,9 @@ pub(crate) fn replay(
                 // written last cut (the mark lags the syncs: writes synced
                 // since it was last written may lie there too). A file
                 // longer than a segment, or records that verify after the
-                // cut, no crash leaves: those are problems.
+                // cut, no process crash leaves (a power cut may, since the
+                // disk writes back unsynced bytes in any order): those are
+                // problems.
                 Mode::Check(report) if seg == newest => {
                     let cut_bytes = start + file_len - cut;
                     if file_len > storage.segment_size() {
@@ -579,8 +583,9 @@ pub(crate) fn replay(
                         report.problems.push(format!(
                             "invalid record at offset {cut} in the newest segment, past its \
                              durable mark, with records that verify after it (the first at \
-                             {at}): damage, not a torn tail; an open cuts {cut_bytes} bytes \
-                             there (salvage gets the other keys out)"
+                             {at}): damage, or a power cut since the last fdatasync, not what \
+                             a process crash leaves; an open cuts {cut_bytes} bytes there \
+                             (salvage gets the other keys out)"
                         ));
                     } else {
                         report.repairs.push(format!(
@@ -677,25 +682,43 @@ pub(crate) fn reaches(storage: &Segments, tail: u64, claimed: u64) -> bool {
     tail >= claimed || (at_segment_start && claimed <= tail + SEGMENT_HEADER_BYTES)
 }
 
-/// The address of the first record that verifies at or after `pos` (where
-/// a record failed its checks) and before `end`, going on past damage as
-/// salvage does; `None` when none does (a torn tail: only the cut records
-/// and zeros or leftovers follow).
+/// The address of a record that verifies after `pos` (where a record
+/// failed its checks) and before the last byte before `end` that is not
+/// zero, if there is one; `None` for a torn tail, where only the cut
+/// records and zeros follow (what a process crash leaves: the flusher
+/// writes the log in order, so only a prefix of its last write is there).
+/// Every byte is tried for a record's start through the first page's worth
+/// past `pos` (damage in a length or flags byte throws a walk by stated
+/// lengths off at once: found in review, 2026-12-05), then every page
+/// boundary, where the appender starts a record. The zeros written or
+/// allocated ahead of the records (up to 4 MiB) are passed in one read.
+/// A record image stored inside a cut value could be taken for a record
+/// (salvage's framing risk, see its module docs).
 fn verified_record_after(
     storage: &Segments,
     chunk: &mut Chunk,
     pos: u64,
     end: u64,
 ) -> Result<Option<u64>> {
-    let mut at = crate::salvage::resume_after(storage, chunk, pos, end)?.0;
-    while at < end {
-        at = match next_record(storage, chunk, at, end)? {
-            Next::Record(_) => return Ok(Some(at)),
-            Next::Pad(len) if len > 0 => at + len,
-            Next::Pad(_) | Next::Invalid => {
-                crate::salvage::resume_after(storage, chunk, at, end)?.0
-            }
-        };
+    let written = pos + nonzero_bytes(storage, chunk, pos, end)?;
+    let page = PAGE_BYTES as u64;
+    let starts_record = |chunk: &mut Chunk, at: u64| -> Result<bool> {
+        Ok(matches!(
+            next_record(storage, chunk, at, end)?,
+            Next::Record(_)
+        ))
+    };
+    for at in pos + 1..written.min(pos + page) {
+        if starts_record(chunk, at)? {
+            return Ok(Some(at));
+        }
+    }
+    let mut boundary = (pos / page + 1) * page;
+    while boundary < written {
+        if starts_record(chunk, boundary)? {
+            return Ok(Some(boundary));
+        }
+        boundary += page;
     }
     Ok(None)
 }
