@@ -117,6 +117,10 @@ pub(crate) struct LastSegment {
     retired: Retired,
     /// Whether the store had a compression dictionary then.
     dictionary: bool,
+    /// The store's id, for the backup's `NEWEST`.
+    store_id: u64,
+    /// The newest sealed segment copied or linked, if any.
+    newest_sealed: Option<u64>,
 }
 
 /// Starts a backup of the store in `src` up to log address `upto` (a
@@ -162,10 +166,12 @@ pub(crate) fn start(
     // Once a link fails, the rest are copied: the file systems differ.
     let mut link = true;
     let mut sealed = Vec::new();
+    let mut newest_sealed = None;
     for &seg in segments
         .iter()
         .filter(|&&s| s < last && !retired.contains(s))
     {
+        newest_sealed = Some(seg);
         // A sealed segment's records, not its file: until its successor's
         // file exists, that still holds what was allocated (or written as
         // zeros) ahead of the records, which the successor's creation may
@@ -210,15 +216,20 @@ pub(crate) fn start(
         // dictionary file is durable, and the file is never replaced: every
         // record below `upto` that needs it finds it, copied later.
         dictionary: src.join(crate::dictionary::FILE).exists(),
+        store_id: storage.store_id(),
+        newest_sealed,
     })
 }
 
 impl LastSegment {
     /// Copies the sealed segments not linked, then the newest segment's
     /// bytes up to the backup's address, marking the copy durable up to
-    /// its end, then the manifest, the dictionary (if the store had one
-    /// when the backup started) and the meta file, and makes the backup's
-    /// directory durable. Compaction may run meanwhile: the files were
+    /// its end, then the manifest, `NEWEST` (naming the newest segment
+    /// copied with its header: `check` and open then tell a newest segment
+    /// emptied or damaged in the backup from one a crash left without a
+    /// header), the dictionary (if the store had one when the backup
+    /// started) and the meta file, and makes the backup's directory
+    /// durable. Compaction may run meanwhile: the files were
     /// opened before it could retire their segments.
     ///
     /// # Errors
@@ -229,6 +240,7 @@ impl LastSegment {
         for copy in self.sealed {
             copy.copy()?;
         }
+        let mut newest = self.newest_sealed;
         if let Some(from) = self.from {
             let mut to = File::create(&self.to)?;
             // A newest segment without records may be shorter than its
@@ -249,11 +261,15 @@ impl LastSegment {
                 for slot in 0..2 {
                     write_mark_to(&to, self.seg, len, slot)?;
                 }
+                newest = Some(self.seg);
             }
             to.flush()?;
             to.sync_all()?;
         }
         manifest::store(&self.dest, &self.retired)?;
+        if let Some(newest) = newest {
+            manifest::store_newest(&self.dest, self.store_id, newest)?;
+        }
         if self.dictionary {
             let dictionary = crate::dictionary::FILE;
             fs::copy(self.src.join(dictionary), self.dest.join(dictionary))?;

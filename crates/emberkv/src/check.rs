@@ -42,7 +42,7 @@ pub struct CheckReport {
     /// - a newest segment whose creation was cut short (its file holds no
     ///   sound header), which the open creates again, when `NEWEST` (or
     ///   its being segment 0) tells that from a segment whose records
-    ///   were lost; a backup's store has no `NEWEST`.
+    ///   were lost (an older build's store or backup has no `NEWEST`).
     pub repairs: Vec<String>,
 }
 

@@ -23,8 +23,9 @@
 //! removed keys would come back) from one never created or left without a
 //! sound header by a crash while it was created (which recovery creates
 //! again): `NEWEST` can, since a crash leaves it naming at most a segment
-//! whose header was durable. A store without it (a backup, an older
-//! build's store) is not checked so until it creates a segment.
+//! whose header was durable. A store without it (an older build's store or
+//! backup) is not checked so until it creates a segment. A backup writes
+//! one naming the newest segment it copied with its header.
 //!
 //! | offset | size | field                                |
 //! |-------:|-----:|--------------------------------------|

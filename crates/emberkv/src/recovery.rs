@@ -448,8 +448,8 @@ pub(crate) fn replay(
                     }
                     Mode::Check(report) => report.problems.push(format!(
                         "segment file {seg} holds {} bytes and no sound header: a crash while \
-                         it was created leaves it so, but with no NEWEST file (a backup's \
-                         store, or an older build's) it cannot be told from a segment whose \
+                         it was created leaves it so, but with no NEWEST file (an older build's \
+                         store or backup) it cannot be told from a segment whose \
                          records were lost (an open creates it again; salvage gets the other \
                          keys out)",
                         end - start

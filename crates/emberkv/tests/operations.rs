@@ -460,9 +460,10 @@ fn store_with_a_short_sealed_segment(dir: &std::path::Path) -> emberkv::Result<O
     Ok(options)
 }
 
-/// A backup whose newest segment is gone (deleted, or a backup cut short)
-/// leaves a linked segment its newest: opening it, writing and closing
-/// must not change a byte of the store's files. Found by a review of the
+/// A backup whose newest segment is gone (deleted, or a backup of an older
+/// build cut short, without `NEWEST`) leaves a linked segment its newest:
+/// opening it, writing and closing must not change a byte of the store's
+/// files. Found by a review of the
 /// linked backup: the backup's log went on in the shared file, and the
 /// store then failed its check and, without its checkpoint, its open.
 #[test]
@@ -478,6 +479,16 @@ fn a_backup_missing_its_newest_segment_never_writes_the_store_s_files() -> TestR
         .collect();
     segments.sort();
     std::fs::remove_file(dest.join(segments.last().ok_or("no segment")?))?;
+    // The backup's NEWEST names the deleted segment: its records are lost,
+    // and the open says so (since 2026-12-05; before, a backup had no
+    // NEWEST). Without it, as in an older build's backup, the open goes on
+    // with a linked segment as its newest.
+    let refused = Db::open(&dest, options.clone());
+    assert!(
+        matches!(&refused, Err(Error::Corruption { reason, .. }) if reason.contains("NEWEST")),
+        "{refused:?}"
+    );
+    std::fs::remove_file(dest.join("NEWEST"))?;
     let copy = Db::open(&dest, options.clone())?;
     copy.insert(b"written to the copy", &[4; 5_000])?;
     copy.close()?;
