@@ -119,8 +119,10 @@ pub(crate) struct LastSegment {
     dictionary: bool,
     /// The store's id, for the backup's `NEWEST`.
     store_id: u64,
-    /// The newest sealed segment copied or linked, if any.
-    newest_sealed: Option<u64>,
+    /// Whether the segment's file held a sound header when the backup
+    /// started (a crash while it was created can leave a full header's
+    /// length of zeros).
+    header_sound: bool,
 }
 
 /// Starts a backup of the store in `src` up to log address `upto` (a
@@ -128,7 +130,7 @@ pub(crate) struct LastSegment {
 /// links every segment below `upto`'s that it can (see the module docs)
 /// and opens the files of the others and of `upto`'s segment (if it has
 /// one); [`LastSegment::copy`] copies those, then the manifest of
-/// `retired` segments, the dictionary and the meta file. Run with
+/// `retired` segments, `NEWEST`, the dictionary and the meta file. Run with
 /// compaction held off (no segment may be retired meanwhile). A segment
 /// whose file cannot be opened for want of file descriptors is copied at
 /// once.
@@ -166,12 +168,10 @@ pub(crate) fn start(
     // Once a link fails, the rest are copied: the file systems differ.
     let mut link = true;
     let mut sealed = Vec::new();
-    let mut newest_sealed = None;
     for &seg in segments
         .iter()
         .filter(|&&s| s < last && !retired.contains(s))
     {
-        newest_sealed = Some(seg);
         // A sealed segment's records, not its file: until its successor's
         // file exists, that still holds what was allocated (or written as
         // zeros) ahead of the records, which the successor's creation may
@@ -200,6 +200,11 @@ pub(crate) fn start(
         .contains(&last)
         .then(|| or_copy_taken(&mut sealed, || Ok(storage.file_for_backup(last)?.0)))
         .transpose()?;
+    let header_sound = from.as_ref().is_some_and(|from| {
+        let mut header = [0u8; SEGMENT_HEADER_BYTES as usize];
+        from.file().read_exact_at(&mut header, 0).is_ok()
+            && storage.check_header(last, &header).is_ok()
+    });
     let spare = or_copy_taken(&mut sealed, || File::open(src))?;
     Ok(LastSegment {
         sealed,
@@ -217,7 +222,7 @@ pub(crate) fn start(
         // record below `upto` that needs it finds it, copied later.
         dictionary: src.join(crate::dictionary::FILE).exists(),
         store_id: storage.store_id(),
-        newest_sealed,
+        header_sound,
     })
 }
 
@@ -225,9 +230,10 @@ impl LastSegment {
     /// Copies the sealed segments not linked, then the newest segment's
     /// bytes up to the backup's address, marking the copy durable up to
     /// its end, then the manifest, `NEWEST` (naming the newest segment
-    /// copied with its header: `check` and open then tell a newest segment
-    /// emptied or damaged in the backup from one a crash left without a
-    /// header), the dictionary (if the store had one when the backup
+    /// copied with a sound header, else the one before it, which the store
+    /// created first: `check` and open then tell a newest segment emptied
+    /// or damaged in the backup from one a crash left without a header),
+    /// the dictionary (if the store had one when the backup
     /// started) and the meta file, and makes the backup's directory
     /// durable. Compaction may run meanwhile: the files were
     /// opened before it could retire their segments.
@@ -240,7 +246,10 @@ impl LastSegment {
         for copy in self.sealed {
             copy.copy()?;
         }
-        let mut newest = self.newest_sealed;
+        // The store created the segment before the last one, with its
+        // header, before it created the last one (whether or not that
+        // one is in the backup: a retired segment counts as held).
+        let mut newest = self.seg.checked_sub(1);
         if let Some(from) = self.from {
             let mut to = File::create(&self.to)?;
             // A newest segment without records may be shorter than its
@@ -261,7 +270,9 @@ impl LastSegment {
                 for slot in 0..2 {
                     write_mark_to(&to, self.seg, len, slot)?;
                 }
-                newest = Some(self.seg);
+                if self.header_sound {
+                    newest = Some(self.seg);
+                }
             }
             to.flush()?;
             to.sync_all()?;

@@ -42,7 +42,8 @@ pub struct CheckReport {
     /// - a newest segment whose creation was cut short (its file holds no
     ///   sound header), which the open creates again, when `NEWEST` (or
     ///   its being segment 0) tells that from a segment whose records
-    ///   were lost (an older build's store or backup has no `NEWEST`).
+    ///   were lost (an older build's store or backup has no `NEWEST`, nor
+    ///   a backup of a store whose only segment is headerless).
     pub repairs: Vec<String>,
 }
 

@@ -1355,8 +1355,8 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
                 report.repairs[0].contains("as a crash while it was created leaves it"),
                 "{ctx}: {report}"
             );
-            // Without NEWEST (a backup's store, an older build's) it cannot
-            // be told from a segment whose records were lost: a problem.
+            // Without NEWEST (an older build's store or backup) it cannot be
+            // told from a segment whose records were lost: a problem.
             fs::remove_file(s.work.join("NEWEST")).unwrap();
             let report = emberkv::check(&s.work).unwrap();
             assert!(report.repairs.is_empty(), "{ctx}: {report}");
