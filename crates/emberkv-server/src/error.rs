@@ -75,7 +75,7 @@ impl CmdError {
     /// option or a name it does not know.
     pub fn err_quoting(before: &str, arg: &[u8], after: &str) -> Self {
         let mut line = format!("ERR {before}").into_bytes();
-        line.extend_from_slice(c_bytes(arg, usize::MAX));
+        line.extend_from_slice(c_str(arg));
         line.extend_from_slice(after.as_bytes());
         CmdError::Raw(line)
     }

@@ -112,12 +112,7 @@ fn build(dir: &Path) -> (PathBuf, u64) {
     let later = SystemTime::now() + Duration::from_secs(3_600);
     db.insert_with_expiry(b"expiring", b"soon", later).unwrap();
     db.close().unwrap();
-    let newest = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .max()
-        .unwrap();
+    let newest = segment_files(dir).pop().unwrap();
     let torn = [0xA5u8; 300];
     let mut bytes = std::fs::read(&newest).unwrap();
     bytes.extend_from_slice(&torn);
