@@ -337,6 +337,26 @@ impl Log {
         (records, in_place, self.fdatasyncs.load(Ordering::Relaxed))
     }
 
+    /// Each sealed segment that the flusher has not finished writing (it
+    /// has not moved on to the segment after it), with its length in
+    /// bytes as sealed: its file holds less so far (nothing when not
+    /// created yet), the rest of its records being in the hot tier. At
+    /// most [`MAX_UNFLUSHED_BYTES`] and a page lie unwritten.
+    pub(crate) fn sealed_unwritten(&self) -> Vec<(u64, u64)> {
+        self.sealed_lengths
+            .lock()
+            .iter()
+            .map(|(&next, &len)| (next - 1, len))
+            .collect()
+    }
+
+    /// Holds off every write-out (the flusher's and the writers') until the
+    /// value returned is dropped. For tests of what the hot tier holds.
+    #[cfg(test)]
+    pub(crate) fn hold_write_outs(&self) -> impl Sized + '_ {
+        self.flush_cursor.lock()
+    }
+
     /// Bytes of memory held by resident hot-tier pages.
     pub(crate) fn resident_bytes(&self) -> usize {
         self.pages.load().pages.iter().map(|p| p.len()).sum()
@@ -649,7 +669,13 @@ impl Log {
             *self.milestones.lock() += 1;
             self.milestone_reached.notify_all();
         }
-        if a.tail - self.flushed.load(Ordering::Acquire) >= MAX_UNFLUSHED_BYTES {
+        // In bytes, not addresses: the tail jumps to the next segment's start
+        // at a seal, and counted so, the first page the writers started
+        // there wrote the log out under the append lock (an fdatasync and
+        // the next segment's creation included) whenever the flusher had
+        // not reached the new segment yet: 169-224 write-outs in 6 s of
+        // uniform overwrites, 1.4 s in all, before this.
+        if self.unflushed_bytes(a.tail) >= MAX_UNFLUSHED_BYTES {
             self.write_out()?;
         }
         self.make_room(a, bytes as usize)?;
@@ -675,6 +701,26 @@ impl Log {
         self.publish(a);
         self.page_sealed.notify_one();
         Ok(())
+    }
+
+    /// Published bytes below `tail` not yet written out (records, pads and
+    /// segment headers; not the addresses skipped where a segment was
+    /// sealed), summed over the resident pages from the newest back to the
+    /// flushed address.
+    fn unflushed_bytes(&self, tail: u64) -> u64 {
+        let flushed = self.flushed.load(Ordering::Acquire);
+        self.pages
+            .load()
+            .pages
+            .iter()
+            .rev()
+            .take_while(|page| page.end() > flushed)
+            .map(|page| {
+                page.end()
+                    .min(tail)
+                    .saturating_sub(page.start().max(flushed))
+            })
+            .sum()
     }
 
     /// Checks that a log ending at `end` keeps every segment file within
@@ -2569,6 +2615,32 @@ pub(crate) mod tests {
             value: b"v",
         };
         assert!(matches!(log.append(&entry), Err(Error::Closed)));
+    }
+
+    /// The bytes unflushed are counted, not the addresses: at a seal the
+    /// tail jumps to the next segment's start, 256 MiB on, and the first
+    /// page started there made the writer write the log out itself, with
+    /// an fdatasync, under the append lock.
+    #[test]
+    fn a_seal_leaves_the_write_out_to_the_flusher() {
+        let dir = tempfile::tempdir().unwrap();
+        // No flusher runs: only the writer's own bound writes the log out.
+        let log = log_in(dir.path(), 28, 256 << 20, 0);
+        let flushed = log.flushed.load(Ordering::Acquire);
+        let value = vec![7u8; 512 << 10];
+        for i in 0u32..4 {
+            append_numbered(&log, i, &value);
+        }
+        log.seal_segment().unwrap();
+        for i in 4u32..12 {
+            append_numbered(&log, i, &value);
+        }
+        assert_eq!(log.storage.segment_of(log.tail()), 1);
+        assert_eq!(log.flushed.load(Ordering::Acquire), flushed);
+        assert_eq!(
+            log.unflushed_bytes(log.tail()),
+            log.appended() + SEGMENT_HEADER_BYTES - flushed
+        );
     }
 
     #[test]
