@@ -19,6 +19,9 @@ use std::process::{Command, Stdio};
 
 use emberkv::{Db, Options};
 
+mod store_files;
+use store_files::segment_files;
+
 const ENV_CHILD: &str = "EMBERKV_DESCRIPTORS_CHILD";
 const KEYS: u32 = 24_000;
 
@@ -38,13 +41,7 @@ fn open_descriptors() -> u64 {
 }
 
 fn segments(store: &Path) -> u64 {
-    fs::read_dir(store)
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            name.to_string_lossy().ends_with(".seg")
-        })
-        .count() as u64
+    segment_files(store).unwrap().len() as u64
 }
 
 #[test]

@@ -2,6 +2,9 @@
 
 use emberkv::{CheckReport, Db, Error, Options, check};
 
+mod store_files;
+use store_files::newest_segment;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn build(dir: &std::path::Path) -> TestResult {
@@ -45,7 +48,7 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
     let mut bytes = std::fs::read(&seg)?;
     bytes[5_000] ^= 0x40;
     std::fs::write(&seg, &bytes)?;
-    let newest = newest_segment(dir.path())?;
+    let newest = newest_segment(dir.path());
     // A torn record's worth of bytes past the records, as a crash leaves
     // them.
     let len = std::fs::metadata(&newest)?.len();
@@ -83,7 +86,7 @@ fn damage_in_a_sealed_segment_and_a_torn_tail_are_reported() -> TestResult {
 fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestResult {
     let dir = tempfile::tempdir()?;
     build(dir.path())?;
-    let newest = newest_segment(dir.path())?;
+    let newest = newest_segment(dir.path());
     let bytes = std::fs::read(&newest)?;
     let mut torn = bytes.clone();
     torn.extend_from_slice(&[0xA5; 300]);
@@ -123,15 +126,6 @@ fn a_torn_tail_is_a_repair_and_a_cut_below_the_durable_mark_a_problem() -> TestR
     Ok(())
 }
 
-/// The newest segment file of the store in `dir`.
-fn newest_segment(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    Ok(std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .max()
-        .expect("a segment file"))
-}
-
 /// What no crash leaves stays a problem, past the durable mark too: damage
 /// with records that verify after it, a damaged durable mark, a newest
 /// segment file longer than a segment. Found in review (2026-12-05): the
@@ -144,7 +138,7 @@ fn what_no_crash_leaves_past_the_durable_mark_stays_a_problem() -> TestResult {
     // No checkpoint and no mark (both slots zero, as in a segment never
     // marked): every record of the newest segment lies past the mark.
     std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
-    let newest = newest_segment(dir.path())?;
+    let newest = newest_segment(dir.path());
     let clean = std::fs::read(&newest)?;
     let mut unmarked = clean.clone();
     unmarked[40..56].fill(0);
@@ -225,7 +219,7 @@ fn a_headerless_newest_segment_after_retired_ones_is_a_problem() -> TestResult {
     db.compact()?;
     db.backup(&copy)?;
     db.close()?;
-    let newest = newest_segment(&copy)?;
+    let newest = newest_segment(&copy);
     assert_ne!(
         newest.file_name().unwrap(),
         "000000000000.seg",

@@ -6,6 +6,9 @@ use std::path::Path;
 
 use emberkv::{Db, Error, Options};
 
+mod store_files;
+use store_files::segment_numbers;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn options() -> Options {
@@ -265,22 +268,6 @@ fn set_covered(dir: &Path, covered: u64) {
     let crc = crc_fast::crc32_iscsi(&bytes[..body]);
     bytes[body..].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, bytes).unwrap();
-}
-
-fn segment_numbers(dir: &Path) -> Vec<u64> {
-    let mut numbers: Vec<u64> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_suffix(".seg")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    numbers.sort_unstable();
-    numbers
 }
 
 /// A store of 10,000 keys of 300 bytes over several 1 MiB segments,

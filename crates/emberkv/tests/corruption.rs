@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 use emberkv::{Db, Error, FORMAT_VERSION, Options};
 use tempfile::TempDir;
 
+mod store_files;
+use store_files::segment_numbers;
+
 /// Options for every open here: a small index, since the tests open stores
 /// thousands of times, and no background compaction, so that the files
 /// change only as each test says.
@@ -134,18 +137,6 @@ fn copy_dir(from: &Path, to: &Path) {
         let entry = entry.unwrap();
         fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
-}
-
-fn segment_files(dir: &Path) -> Vec<u64> {
-    let mut segs: Vec<u64> = fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            let name = e.unwrap().file_name().into_string().unwrap();
-            name.strip_suffix(".seg")?.parse().ok()
-        })
-        .collect();
-    segs.sort_unstable();
-    segs
 }
 
 fn xor_byte(path: &Path, offset: u64, mask: u8) {
@@ -276,7 +267,7 @@ fn parse_segment(bytes: &[u8], seg: u64, segment_bits: u32) -> Vec<Rec> {
 
 /// Every record of the store in `dir`, in log order.
 fn parse_store(dir: &Path, segment_bits: u32) -> Vec<Rec> {
-    segment_files(dir)
+    segment_numbers(dir)
         .into_iter()
         .flat_map(|seg| {
             parse_segment(
@@ -571,7 +562,7 @@ fn truncated_newest_segment_recovers_the_prefix_before_the_cut() {
     let root = scratch();
     let pristine = root.path().join("pristine");
     let model = build_small_store(&pristine);
-    assert_eq!(segment_files(&pristine), vec![0]);
+    assert_eq!(segment_numbers(&pristine), vec![0]);
     let (seg_bytes, recs) = first_segment(&pristine, &model);
     let len = seg_bytes.len() as u64;
 
@@ -812,7 +803,7 @@ fn cuts_and_flips_around_a_pad() {
     let root = scratch();
     let pristine = root.path().join("pristine");
     let model = build_two_page_store(&pristine);
-    assert_eq!(segment_files(&pristine), vec![0]);
+    assert_eq!(segment_numbers(&pristine), vec![0]);
     let (seg_bytes, recs) = first_segment(&pristine, &model);
     let pad = recs
         .iter()
@@ -946,7 +937,7 @@ impl MultiStore {
         let root = scratch();
         let pristine = root.path().join("pristine");
         let model = build_multi_segment_store(&pristine);
-        let segs = segment_files(&pristine);
+        let segs = segment_numbers(&pristine);
         assert!(segs.len() >= 4, "expected 4+ segments, got {segs:?}");
         let recs = parse_store(&pristine, 20);
         assert_parse_matches(&recs, &model);
@@ -1306,7 +1297,7 @@ fn empty_or_headerless_newest_segment_opens_with_older_segments_intact() {
         }
         db.close().unwrap();
     }
-    let next = *segment_files(&grown).last().unwrap();
+    let next = *segment_numbers(&grown).last().unwrap();
     assert!(next > newest);
     let recs = parse_store(&grown, 20);
     assert_parse_matches(&recs, &model);

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use emberkv::{Db, Error, MAX_KEY_BYTES, MAX_VALUE_BYTES, Options, Stats, WriteBatch};
 
+mod store_files;
+use store_files::segment_files;
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// A tmpfs mounted on a fresh temporary directory, unmounted on drop.
@@ -582,15 +585,6 @@ fn fd_child() -> TestResult {
     Ok(())
 }
 
-fn segment_files(dir: &Path) -> std::io::Result<usize> {
-    Ok(std::fs::read_dir(dir)?
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "seg"))
-        })
-        .count())
-}
-
 fn big_value(i: u32) -> Vec<u8> {
     vec![i as u8; 200 << 10]
 }
@@ -601,7 +595,7 @@ fn a_store_with_more_segments_than_file_descriptors_fails_cleanly() -> TestResul
     let opts = small(false).compaction_garbage(None);
     let db = Db::open(dir.path(), opts.clone())?;
     let mut keys = 0;
-    while segment_files(dir.path())? <= FD_LIMIT as usize + 8 {
+    while segment_files(dir.path())?.len() <= FD_LIMIT as usize + 8 {
         db.insert(&key(keys), &big_value(keys))?;
         keys += 1;
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use emberkv::{Db, Error, Options, WriteBatch};
 
 mod store_files;
-use store_files::files_of;
+use store_files::{files_of, newest_segment, segment_files};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -394,13 +394,12 @@ fn a_backup_links_sealed_segments_and_neither_store_changes_the_other() -> TestR
     }
     db.backup(&dest)?;
     let (mut linked, mut copied) = (0, 0);
-    for entry in std::fs::read_dir(&dest)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if !name.to_string_lossy().ends_with(".seg") {
-            continue;
-        }
-        let (ours, theirs) = (entry.metadata()?, std::fs::metadata(src.join(&name))?);
+    for path in segment_files(&dest)? {
+        let name = path.file_name().ok_or("no file name")?;
+        let (ours, theirs) = (
+            std::fs::metadata(&path)?,
+            std::fs::metadata(src.join(name))?,
+        );
         if ours.ino() == theirs.ino() {
             linked += 1;
         } else {
@@ -473,12 +472,7 @@ fn a_backup_missing_its_newest_segment_never_writes_the_store_s_files() -> TestR
     let options = store_with_a_short_sealed_segment(&src)?;
     Db::open(&src, options.clone())?.backup(&dest)?;
     let stored = files_of(&src);
-    let mut segments: Vec<String> = files_of(&dest)
-        .into_keys()
-        .filter(|name| name.ends_with(".seg"))
-        .collect();
-    segments.sort();
-    std::fs::remove_file(dest.join(segments.last().ok_or("no segment")?))?;
+    std::fs::remove_file(newest_segment(&dest))?;
     // The backup's NEWEST names the deleted segment: its records are lost,
     // and the open says so (since 2026-12-05; before, a backup had no
     // NEWEST). Without it, as in an older build's backup, the open goes on

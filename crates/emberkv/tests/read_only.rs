@@ -14,6 +14,9 @@ use std::time::{Duration, SystemTime};
 
 use emberkv::{Db, Error, Options, WriteBatch};
 
+mod store_files;
+use store_files::{newest_segment, segment_files};
+
 /// Runs `mount args...`; whether it succeeded.
 fn mount(args: &[&str]) -> bool {
     Command::new("mount")
@@ -112,7 +115,7 @@ fn build(dir: &Path) -> (PathBuf, u64) {
     let later = SystemTime::now() + Duration::from_secs(3_600);
     db.insert_with_expiry(b"expiring", b"soon", later).unwrap();
     db.close().unwrap();
-    let newest = segment_files(dir).pop().unwrap();
+    let newest = newest_segment(dir);
     let torn = [0xA5u8; 300];
     let mut bytes = std::fs::read(&newest).unwrap();
     bytes.extend_from_slice(&torn);
@@ -284,17 +287,6 @@ fn a_read_only_handle_backs_up_the_store() {
     assert_eq!(db.get(&7u32.to_le_bytes()).unwrap().unwrap(), [7u8; 1_000]);
 }
 
-/// The segment files of the store in `dir`, in order.
-fn segment_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    files.sort();
-    files
-}
-
 /// A power cut while a segment was created can leave its file a header's
 /// length of zeros, with `NEWEST` naming the one before: the store opens
 /// (the segment is created again), and so must a read-only handle's backup
@@ -310,20 +302,20 @@ fn a_backup_of_a_store_whose_newest_segment_is_a_header_of_zeros_opens() {
         .compaction_garbage(None);
     let db = Db::open(&store, options.clone()).unwrap();
     let mut k = 0u32;
-    while segment_files(&store).len() < 2 {
+    while segment_files(&store).unwrap().len() < 2 {
         db.insert(&k.to_le_bytes(), &[1; 1_000]).unwrap();
         k += 1;
     }
     db.close().unwrap();
     let newest_before = std::fs::read(store.join("NEWEST")).unwrap();
     let db = Db::open(&store, options.clone()).unwrap();
-    let segments = segment_files(&store).len();
-    while segment_files(&store).len() == segments {
+    let segments = segment_files(&store).unwrap().len();
+    while segment_files(&store).unwrap().len() == segments {
         db.insert(&k.to_le_bytes(), &[2; 1_000]).unwrap();
         k += 1;
     }
     db.close().unwrap();
-    let newest = segment_files(&store).pop().unwrap();
+    let newest = newest_segment(&store);
     std::fs::write(&newest, [0u8; 64]).unwrap();
     std::fs::write(store.join("NEWEST"), &newest_before).unwrap();
     std::fs::remove_file(store.join("CHECKPOINT")).unwrap();
