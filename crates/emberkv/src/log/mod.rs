@@ -337,16 +337,20 @@ impl Log {
         (records, in_place, self.fdatasyncs.load(Ordering::Relaxed))
     }
 
-    /// Each sealed segment that the flusher has not finished writing (it
-    /// has not moved on to the segment after it), with its length in
-    /// bytes as sealed: its file holds less so far (nothing when not
-    /// created yet), the rest of its records being in the hot tier. At
-    /// most [`MAX_UNFLUSHED_BYTES`] and a page lie unwritten.
+    /// Each sealed segment whose records are not all written out yet (the
+    /// rest being in the hot tier), with its length in bytes as sealed: its
+    /// file holds less so far (nothing when not created yet). At most
+    /// [`MAX_UNFLUSHED_BYTES`] and a page lie unwritten. A segment whose
+    /// records all lie below the flushed address is whole in its file, even
+    /// while the segment after it waits to be created (as at an open where
+    /// the log ends at a segment's end).
     pub(crate) fn sealed_unwritten(&self) -> Vec<(u64, u64)> {
+        let flushed = self.flushed.load(Ordering::Acquire);
         self.sealed_lengths
             .lock()
             .iter()
             .map(|(&next, &len)| (next - 1, len))
+            .filter(|&(seg, len)| self.storage.segment_start(seg) + len > flushed)
             .collect()
     }
 
@@ -2641,6 +2645,26 @@ pub(crate) mod tests {
             log.unflushed_bytes(log.tail()),
             log.appended() + SEGMENT_HEADER_BYTES - flushed
         );
+    }
+
+    /// A log opened where a full segment ends has the next segment's file
+    /// still to create, but the full one is whole on disk: it is not
+    /// unwritten. Found in review: the space bound counted it a second
+    /// time (a whole segment) until the next write-out, and for good once
+    /// compaction retired it.
+    #[test]
+    fn a_full_segment_at_open_is_not_unwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::new(
+            Segments::for_store(dir.path(), 20, 1, true, Ahead::Allocate),
+            1 << 20,
+            ReadCache::new(0).unwrap(),
+            Arc::new(Codec::new(crate::Compression::None, None, 1 << 20)),
+            1 << 20,
+            HashMap::new(),
+        );
+        assert_eq!(log.sealed_lengths.lock().get(&1), Some(&(1 << 20)));
+        assert_eq!(log.sealed_unwritten(), []);
     }
 
     #[test]
