@@ -534,19 +534,33 @@ mod tests {
         let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
         let core = db.core();
         insert(&db, 0..1_000);
-        let held = core.log.hold_write_outs();
-        insert(&db, 1_000..3_000);
-        core.log.seal_segment().unwrap();
-        insert(&db, 3_000..4_000);
-        core.log.seal_segment().unwrap();
-        insert(&db, 4_000..4_500);
-        assert_eq!(active(core), 2);
-        assert!(core.log.storage().written_len(0).unwrap() < 3_000_000);
-        assert!(!core.log.storage().list().unwrap().contains(&1));
-        // Every byte appended, and segment 0's header.
-        let all = core.log.appended() + crate::storage::SEGMENT_HEADER_BYTES;
-        assert_eq!(footprint(core).unwrap().on_disk, all);
-        drop(held);
+        let all = std::thread::scope(|s| {
+            let held = core.log.hold_write_outs();
+            // The writes run beside the hold, so that a writer that ever
+            // wrote the log out here (and waited for the hold) fails the
+            // test instead of hanging it.
+            let (done, written) = std::sync::mpsc::channel();
+            let db = &db;
+            s.spawn(move || {
+                insert(db, 1_000..3_000);
+                core.log.seal_segment().unwrap();
+                insert(db, 3_000..4_000);
+                core.log.seal_segment().unwrap();
+                insert(db, 4_000..4_500);
+                done.send(()).unwrap();
+            });
+            if written.recv_timeout(Duration::from_secs(60)).is_err() {
+                drop(held);
+                panic!("a write waited for the held write-out");
+            }
+            assert_eq!(active(core), 2);
+            assert!(core.log.storage().written_len(0).unwrap() < 3_000_000);
+            assert!(!core.log.storage().list().unwrap().contains(&1));
+            // Every byte appended, and segment 0's header.
+            let all = core.log.appended() + crate::storage::SEGMENT_HEADER_BYTES;
+            assert_eq!(footprint(core).unwrap().on_disk, all);
+            all
+        });
         db.sync().unwrap();
         assert_eq!(footprint(core).unwrap().on_disk, all);
     }
