@@ -1219,7 +1219,11 @@ impl Db {
     /// Iterates over the live `(key, value)` pairs in no order, while
     /// writes go on: every key present for the whole iteration is returned
     /// exactly once; keys inserted or removed meanwhile may or may not be.
-    /// Each item is read from the log (one positioned read for a cold key).
+    /// A value returned is one its key held at some moment during the
+    /// iteration, not always its newest (a key overwritten or removed after
+    /// its index shard grew can come with its value from before). Each item
+    /// is read from the log (one positioned read for a cold key). Once it
+    /// has returned `None`, it keeps returning `None`.
     pub fn iter(&self) -> Iter<'_> {
         Iter::new(self)
     }

@@ -5,8 +5,11 @@
 //! rewrites the entry in place), and a shard that grows is walked in the
 //! table it had when the walk reached it (kept alive by `arc_swap`), so a
 //! key present for the whole walk is returned exactly once. Keys inserted
-//! or removed during the walk may or may not appear. A value is the one the
-//! key had when its record was read.
+//! or removed during the walk may or may not appear. A value is one the
+//! key held at some moment since the walk reached its shard: not always
+//! its newest when returned, since writes made after the shard grew go to
+//! the new table, not the one walked (found by a helper's attack: values
+//! overwritten after a growth came back as they were before).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -55,10 +58,12 @@ impl Iterator for Iter<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.slot == self.table.len() {
-                self.shard += 1;
-                if self.shard == SHARDS {
+                // Stays at the end once there: a call after `None` (as
+                // `chain`, `zip` and `Peekable` make) returns `None` again.
+                if self.shard + 1 == SHARDS {
                     return None;
                 }
+                self.shard += 1;
                 self.table = self.db.core().index.table(self.shard);
                 self.slot = 0;
             }
@@ -89,6 +94,8 @@ impl Iterator for Iter<'_> {
         }
     }
 }
+
+impl std::iter::FusedIterator for Iter<'_> {}
 
 fn live(record: &Record<'_>) -> bool {
     record.is_live(if record.expires_at.is_some() {

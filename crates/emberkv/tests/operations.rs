@@ -302,6 +302,30 @@ fn iteration_returns_every_stable_key_once_while_writes_go_on() -> TestResult {
     Ok(())
 }
 
+/// Found by a helper's attack: a call after the iterator returned `None`
+/// panicked (index out of bounds: the walk moved past the last shard).
+#[test]
+fn an_iterator_keeps_returning_none_once_done() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let mut empty = db.iter();
+    assert!(empty.next().is_none());
+    assert!(empty.next().is_none());
+    db.insert(b"a", b"1")?;
+    let mut it = db.iter();
+    assert_eq!(it.next().transpose()?, Some((b"a".to_vec(), b"1".to_vec())));
+    assert!(it.next().is_none());
+    assert!(it.next().is_none());
+    let mut keys = db.keys();
+    assert_eq!(keys.next().transpose()?, Some(b"a".to_vec()));
+    assert!(keys.next().is_none());
+    assert!(keys.next().is_none());
+    // Adapters that poll again after `None`.
+    let chained: Vec<_> = db.iter().chain(db.iter()).collect::<Result<_, _>>()?;
+    assert_eq!(chained.len(), 2);
+    Ok(())
+}
+
 #[test]
 fn scan_cursor_visits_every_key_across_calls_and_growth() -> TestResult {
     let dir = tempfile::tempdir()?;
