@@ -122,10 +122,13 @@ pub struct Options {
     /// bytes) that background compaction holds the store to. Of the room
     /// it leaves for garbage (bound - 1 times the live bytes): past 85 %,
     /// compaction takes the segments with the most garbage whatever their
-    /// share of it (at least 5 %); past 93 %, each write waits for it (up
-    /// to 50 ms). At the default of 1.5 those levels are 1.425 and 1.465
-    /// times the live bytes; at 2.0, 1.85 and 1.93. Writers wait
-    /// where the room under 93 % ends, counted
+    /// share of it (at least 5 %); past 97 %, each write waits for it (up
+    /// to 50 ms). At the default of 1.5 those levels are 1.425 and 1.485
+    /// times the live bytes; at 2.0, 1.85 and 1.97. Both count, beside the
+    /// files, the live bytes of the segment compaction takes next (at most
+    /// 16 MiB), which its pass copies before that segment's file goes, so
+    /// that the copies stay under the bound too. Writers wait
+    /// where the room under 97 % ends, counted
     /// from the files' size when compaction last looked, so they stop
     /// there however late it looks again; a compactor that finds nothing
     /// to take (the garbage is in the segment being written) lets them
