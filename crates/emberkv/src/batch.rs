@@ -106,6 +106,11 @@ impl WriteBatch {
         self.ops.clear();
     }
 
+    /// Every operation, in the order added.
+    pub(crate) fn ops(&self) -> &[BatchOp] {
+        &self.ops
+    }
+
     /// The operations with only the last one kept for each key, in the
     /// order of those last operations.
     pub(crate) fn last_per_key(&self) -> Vec<&BatchOp> {

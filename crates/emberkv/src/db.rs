@@ -641,10 +641,13 @@ impl Core {
 
     fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
         self.writable()?;
-        let ops = batch.last_per_key();
-        for op in &ops {
+        // Every operation, also one a later one on its key overrides: the
+        // batch is refused as written (found by a helper's attack: an
+        // oversized value followed by a small one for its key was taken).
+        for op in batch.ops() {
             self.check_write(op.key(), op.value().unwrap_or_default())?;
         }
+        let ops = batch.last_per_key();
         let hashes: Vec<u64> = ops.iter().map(|op| self.hasher.hash(op.key())).collect();
         let mut shards: Vec<usize> = hashes.iter().map(|&h| shard_of(h)).collect();
         shards.sort_unstable();

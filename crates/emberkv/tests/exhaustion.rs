@@ -659,6 +659,26 @@ fn the_largest_key_with_the_largest_value_fits_and_one_byte_more_writes_nothing(
     Ok(())
 }
 
+/// Found by a helper's attack: a batch whose oversized value a later
+/// operation on the same key overrode was applied, though its docs refuse
+/// a batch with any oversized operation.
+#[test]
+fn a_batch_with_an_oversized_value_is_refused_even_when_overridden() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    let mut batch = WriteBatch::new();
+    batch.insert(b"k", &vec![0; MAX_VALUE_BYTES + 1]);
+    batch.insert(b"k", b"small");
+    assert!(value_too_large(db.apply_batch(&batch), MAX_VALUE_BYTES));
+    let mut batch = WriteBatch::new();
+    batch.insert(b"k", &vec![0; MAX_VALUE_BYTES + 1]);
+    batch.remove(b"k");
+    assert!(value_too_large(db.apply_batch(&batch), MAX_VALUE_BYTES));
+    assert_eq!(db.get(b"k")?, None);
+    assert_eq!(db.stats()?.records_appended, 0);
+    Ok(())
+}
+
 fn value_too_large<T>(r: emberkv::Result<T>, max: usize) -> bool {
     matches!(r, Err(Error::ValueTooLarge { len, max: m }) if len == max + 1 && m == max)
 }
