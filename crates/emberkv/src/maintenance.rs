@@ -560,6 +560,19 @@ mod tests {
         }
     }
 
+    /// A store without background compaction whose segment 0 holds keys
+    /// `0..keys`, sealed, and the first `overwritten` of them written again
+    /// in segment 1, synced.
+    fn sealed_then_overwritten(keys: u32, overwritten: u32) -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+        insert(&db, 0..keys);
+        db.core().log.seal_segment().unwrap();
+        insert(&db, 0..overwritten);
+        db.sync().unwrap();
+        (dir, db)
+    }
+
     /// The segment the log's tail is in.
     fn active(core: &Core) -> u64 {
         core.log.storage().segment_of(core.log.tail())
@@ -574,13 +587,9 @@ mod tests {
     /// 1 KiB (docs/PERFORMANCE.md, 2026-12-06).
     #[test]
     fn writers_leave_room_for_the_next_passs_copies() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
-        let core = db.core();
-        insert(&db, 0..12_000);
-        core.log.seal_segment().unwrap();
         // A tenth of segment 0 overwritten, a twentieth of segment 1.
-        insert(&db, 0..1_200);
+        let (_dir, db) = sealed_then_overwritten(12_000, 1_200);
+        let core = db.core();
         core.log.seal_segment().unwrap();
         insert(&db, 0..60);
         db.sync().unwrap();
@@ -620,13 +629,8 @@ mod tests {
     /// copied 16 MB to reclaim those.
     #[test]
     fn the_slack_is_the_files_own_not_the_copies() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+        let (_dir, db) = sealed_then_overwritten(17_000, 1_000);
         let core = db.core();
-        insert(&db, 0..17_000);
-        core.log.seal_segment().unwrap();
-        insert(&db, 0..1_000);
-        db.sync().unwrap();
         let Footprint {
             on_disk,
             live,
@@ -645,13 +649,8 @@ mod tests {
     /// overwrites, up to 256 MiB).
     #[test]
     fn no_room_is_kept_for_more_than_16_mib_of_copies() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+        let (_dir, db) = sealed_then_overwritten(20_000, 2_000);
         let core = db.core();
-        insert(&db, 0..20_000);
-        core.log.seal_segment().unwrap();
-        insert(&db, 0..2_000);
-        db.sync().unwrap();
         assert!(core.index.live_by_segment()[&0] > MAX_RESERVED_COPIES);
         assert_eq!(footprint(core).unwrap().next_copies, 0);
     }
