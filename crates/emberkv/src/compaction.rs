@@ -78,15 +78,22 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         // the file may be allocated ahead of them.
         let len = storage.written_len(seg)?;
         let live = live.get(&seg).copied().unwrap_or(0);
-        let dead = dead_bytes(core, seg, len, live, oldest);
+        let garbage = garbage_share(core, seg, len, live, oldest);
         oldest = false;
-        let garbage = dead as f64 / len.max(1) as f64;
-        if dead > 0 && garbage >= min_garbage && !damaged {
+        if garbage > 0.0 && garbage >= min_garbage && !damaged {
             picked.push((garbage, seg));
         }
     }
     picked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     Ok(picked.into_iter().map(|(_, seg)| seg).collect())
+}
+
+/// The share of segment `seg`'s `len` bytes that [`dead_bytes`] counts
+/// dead (0 for an empty file): what [`candidates`] orders segments by,
+/// and what the space bound uses to tell which segment compaction takes
+/// next (`maintenance::footprint`).
+pub(crate) fn garbage_share(core: &Core, seg: u64, len: u64, live: u64, oldest: bool) -> f64 {
+    dead_bytes(core, seg, len, live, oldest) as f64 / len.max(1) as f64
 }
 
 /// Bytes of dead records (overwritten, removed or expired) in segment

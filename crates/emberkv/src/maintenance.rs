@@ -518,8 +518,7 @@ fn footprint(core: &Core) -> Result<Footprint> {
         let len = len.max(unwritten.remove(&seg).unwrap_or(0));
         on_disk += len;
         let seg_live = live_by_segment.get(&seg).copied().unwrap_or(0);
-        let garbage =
-            compaction::dead_bytes(core, seg, len, seg_live, false) as f64 / len.max(1) as f64;
+        let garbage = compaction::garbage_share(core, seg, len, seg_live, false);
         if garbage >= GREEDY_MIN_GARBAGE
             && garbage > next.0
             && !core.damaged_segments.lock().contains(&seg)
