@@ -329,7 +329,16 @@ pub(crate) struct Segments {
     /// `ENOSPC`, as on a full disk.
     #[cfg(test)]
     pub(crate) full_from: std::sync::atomic::AtomicU64,
+    /// Test hook: the next write sends on the first channel, then waits
+    /// (up to 60 s) for the second before it writes.
+    #[cfg(test)]
+    pub(crate) pause_next_write: Mutex<Option<WritePause>>,
 }
+
+/// A pause of [`Segments::write_at`]: it tells that it has begun, then
+/// waits to be let go.
+#[cfg(test)]
+pub(crate) type WritePause = (std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
 
 impl Segments {
     /// The segments of the store in `dir`, with neither maps nor
@@ -349,6 +358,8 @@ impl Segments {
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
             #[cfg(test)]
             full_from: std::sync::atomic::AtomicU64::new(u64::MAX),
+            #[cfg(test)]
+            pause_next_write: Mutex::new(None),
         }
     }
 
@@ -732,6 +743,11 @@ impl Segments {
 
     /// Writes `bytes` at log address `addr` (the segment must exist).
     pub(crate) fn write_at(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        #[cfg(test)]
+        if let Some((begun, go)) = self.pause_next_write.lock().take() {
+            let _ = begun.send(());
+            let _ = go.recv_timeout(std::time::Duration::from_secs(60));
+        }
         #[cfg(test)]
         if addr + bytes.len() as u64 > self.full_from.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(28).into());

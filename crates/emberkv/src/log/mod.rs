@@ -789,8 +789,16 @@ impl Log {
             return Ok(from);
         }
         let result: Result<u64> = (|| {
-            let pages = self.pages.load();
-            for page in &pages.pages {
+            // The pages to write, not the whole list: held across the
+            // writes (and the fdatasync and segment creation of
+            // `enter_segment`), the list kept every page evicted meanwhile
+            // from giving its frame back, and the appender ran out of
+            // frames (docs/PERFORMANCE.md, 2026-12-06).
+            let pages: Vec<Arc<Page>> = (self.pages.load().pages.iter())
+                .filter(|page| page.end() > from && page.mem_start() < target)
+                .cloned()
+                .collect();
+            for page in &pages {
                 let lo = from.max(page.mem_start());
                 let hi = target.min(page.end());
                 if lo >= hi {
@@ -2119,6 +2127,45 @@ pub(crate) mod tests {
         }
         log.write_out().unwrap();
         assert_eq!(log.appended(), files_grown_by(&log));
+    }
+
+    /// Regression (2026-12-06): a write-out held the whole page list while
+    /// it wrote, so pages evicted meanwhile kept their frames, and the
+    /// appender's next pages took the arena's spare frames (then buffers of
+    /// their own, zeroed by the kernel: 37 in 7 s of uniform overwrites).
+    #[test]
+    fn pages_evicted_during_a_write_out_give_their_frames_back() {
+        let dir = tempfile::tempdir().unwrap();
+        // A hot tier of 4 pages, in an arena of 4 frames more.
+        let log = log_in(dir.path(), 28, 4 << 20, 0);
+        let value = vec![3u8; 1000];
+        let mut i = 0u32;
+        let mut append_to = |log: &Log, end: u64| {
+            while log.tail() < end {
+                append_at(log, i, &value);
+                i += 1;
+            }
+        };
+        let page = PAGE_BYTES as u64;
+        append_to(&log, 3 * page + page / 2);
+        log.write_out().unwrap();
+        append_to(&log, 3 * page + 3 * page / 4);
+        let idle = log.page_pool.idle_frames();
+        let (begun, begun_rx) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        *log.storage.pause_next_write.lock() = Some((begun, go_rx));
+        std::thread::scope(|s| {
+            let writing = s.spawn(|| log.write_out());
+            begun_rx.recv().unwrap();
+            // Three new pages evict the three flushed pages, the write-out
+            // paused in its first write all the while; the fourth page, the
+            // one it writes, stays.
+            append_to(&log, 6 * page + page / 2);
+            assert!(!writing.is_finished(), "the write-out went on");
+            assert_eq!(log.page_pool.idle_frames(), idle);
+            go.send(()).unwrap();
+            writing.join().unwrap().unwrap();
+        });
     }
 
     /// An `append_each` that fails midway (the disk full when the hot tier

@@ -163,6 +163,15 @@ impl PagePool {
     fn len(&self) -> usize {
         self.free.lock().len()
     }
+
+    /// Frames no page holds (fresh or ready); 0 without an arena.
+    #[cfg(test)]
+    pub(crate) fn idle_frames(&self) -> usize {
+        self.arena.as_ref().map_or(0, |arena| {
+            let frames = arena.frames.lock();
+            frames.fresh.len() + frames.ready.len()
+        })
+    }
 }
 
 /// Frames of page buffers in one block of memory whose first frame is
