@@ -1823,6 +1823,15 @@ pub(crate) mod tests {
         .unwrap()
     }
 
+    /// Appends records of `value` under keys `*i`, `*i + 1`, ... until the
+    /// tail reaches `end`.
+    fn append_until(log: &Log, i: &mut u32, value: &[u8], end: u64) {
+        while log.tail() < end {
+            append_at(log, *i, value);
+            *i += 1;
+        }
+    }
+
     /// The value of the record at `addr`, read as a get reads it.
     fn value_at(log: &Log, addr: u64, i: u32) -> Vec<u8> {
         let mut out = Vec::new();
@@ -2112,10 +2121,12 @@ pub(crate) mod tests {
         let log = log_in(dir.path(), 24, 4 << 20, 0);
         let value = vec![3u8; 1000];
         let mut i = 0u32;
-        while log.tail() < 3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2 {
-            append_at(&log, i, &value);
-            i += 1;
-        }
+        append_until(
+            &log,
+            &mut i,
+            &value,
+            3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2,
+        );
         log.storage.full_from.store(0, Ordering::Relaxed);
         for _ in 0..5 {
             assert!(log.seal_segment().is_err());
@@ -2140,12 +2151,7 @@ pub(crate) mod tests {
         let log = log_in(dir.path(), 28, 4 << 20, 0);
         let value = vec![3u8; 1000];
         let mut i = 0u32;
-        let mut append_to = |log: &Log, end: u64| {
-            while log.tail() < end {
-                append_at(log, i, &value);
-                i += 1;
-            }
-        };
+        let mut append_to = |log: &Log, end: u64| append_until(log, &mut i, &value, end);
         let page = PAGE_BYTES as u64;
         append_to(&log, 3 * page + page / 2);
         log.write_out().unwrap();
