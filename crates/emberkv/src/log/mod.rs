@@ -794,16 +794,14 @@ impl Log {
             // `enter_segment`), the list kept every page evicted meanwhile
             // from giving its frame back, and the appender ran out of
             // frames (docs/PERFORMANCE.md, 2026-12-06).
-            let pages: Vec<Arc<Page>> = (self.pages.load().pages.iter())
-                .filter(|page| page.end() > from && page.mem_start() < target)
-                .cloned()
+            let ranges: Vec<(Arc<Page>, u64, u64)> = (self.pages.load().pages.iter())
+                .filter_map(|page| {
+                    let lo = from.max(page.mem_start());
+                    let hi = target.min(page.end());
+                    (lo < hi).then(|| (Arc::clone(page), lo, hi))
+                })
                 .collect();
-            for page in &pages {
-                let lo = from.max(page.mem_start());
-                let hi = target.min(page.end());
-                if lo >= hi {
-                    continue;
-                }
+            for &(ref page, lo, hi) in &ranges {
                 self.enter_segment(&mut cursor, self.storage.segment_of(lo))?;
                 // SAFETY: `lo..hi` is below the `Acquire`-loaded tail, so it
                 // was fully written and is never written again.
