@@ -470,6 +470,15 @@ pub(crate) struct Totals {
     pub index_bytes: usize,
 }
 
+/// The index's live bytes, from [`Index::live_bytes`].
+#[derive(Debug, Default)]
+pub(crate) struct LiveBytes {
+    /// Bytes of live records (headers included) in each segment.
+    pub by_segment: BTreeMap<u64, u64>,
+    /// Bytes of the live records' keys and values: the logical bytes.
+    pub logical: u64,
+}
+
 /// The sharded hash index.
 pub(crate) struct Index {
     shards: Box<[Shard]>,
@@ -552,10 +561,18 @@ impl Index {
     /// Bytes of live records in each segment (briefly taking each shard's
     /// writer lock).
     pub(crate) fn live_by_segment(&self) -> BTreeMap<u64, u64> {
-        let mut live = BTreeMap::new();
+        self.live_bytes().by_segment
+    }
+
+    /// Bytes of live records in each segment, and of their keys and
+    /// values, from one walk of the shards (briefly taking each shard's
+    /// writer lock).
+    pub(crate) fn live_bytes(&self) -> LiveBytes {
+        let mut live = LiveBytes::default();
         for shard in self.shards.iter() {
             for (&seg, l) in &shard.writer.lock().live_by_segment {
-                *live.entry(seg).or_default() += l.record_bytes;
+                *live.by_segment.entry(seg).or_default() += l.record_bytes;
+                live.logical += l.logical_bytes;
             }
         }
         live

@@ -49,10 +49,11 @@ const SEAL_AT: u64 = 8 << 20;
 const SEAL_GARBAGE: f64 = GREEDY_MIN_GARBAGE;
 
 /// Share of the room the bound leaves for garbage (the files beyond the
-/// live bytes that [`Options::max_space_amplification`] allows: bound - 1
-/// times the live bytes) past which compaction counts as behind and
-/// writers wait for it (0.97, so 1.97 times the live bytes at a bound
-/// of 2.0 and 1.485 at the default 1.5), counting with the files the
+/// live record bytes that [`Options::max_space_amplification`] allows,
+/// see [`level`]) past which compaction counts as behind and writers wait
+/// for it (0.97: for keys of 16 bytes and values of 1 KiB, the files and
+/// checkpoint at about 1.485 times the logical bytes at the default bound
+/// of 1.5, 1.97 at 2.0), counting with the files the
 /// copies the next pass will make (`Footprint::next_copies`): the rest is
 /// room for the records appended after a compactor with nothing to take
 /// let writers go on (up to [`SEAL_AT`]) and for what writers append
@@ -79,9 +80,9 @@ const THROTTLE_SHARE: f64 = 0.97;
 
 /// Share of the room the bound leaves for garbage (see [`THROTTLE_SHARE`])
 /// past which compaction takes the segments with the most garbage one at
-/// a time, whatever their share of it (0.85: past 1.425 times the live
-/// bytes at the default bound of 1.5), so that it works before writers
-/// must wait.
+/// a time, whatever their share of it (0.85: for keys of 16 bytes and
+/// values of 1 KiB, past about 1.43 times the logical bytes at the default
+/// bound of 1.5), so that it works before writers must wait.
 const GREEDY_SHARE: f64 = 0.85;
 
 /// Most copies the space bound keeps room for (16 MiB, the live bytes of
@@ -95,6 +96,21 @@ const MAX_RESERVED_COPIES: u64 = 2 * SEAL_AT;
 /// Least share of garbage a segment needs for greedy compaction to take it
 /// (5 %): below it, a copy reclaims too little to be worth it.
 const GREEDY_MIN_GARBAGE: f64 = 0.05;
+
+/// Least room for garbage the space bound leaves, as a share of the live
+/// record bytes (0.3: files of 1.3 times the records, the least bound
+/// [`Options::max_space_amplification`] takes). The bound is over the
+/// logical bytes, so record headers use up part of its room: 16 bytes a
+/// record (24 with an expiry), 1.5 % of a record of a 16-byte key and a
+/// 1 KiB value, but 40 % of one with a 16-byte key and an 8-byte value,
+/// whose records alone are 1.67 times the logical bytes. Past this the
+/// store keeps this much room and its space amplification reads above
+/// the bound: with less, the segment being written (which cannot be
+/// compacted) and the pads would use up the room, and compaction would
+/// copy several records for each one written.
+///
+/// [`Options::max_space_amplification`]: crate::Options::max_space_amplification
+const MIN_ROOM: f64 = 0.3;
 
 /// Files beyond the live record bytes that never make writers wait or
 /// compaction greedy (16 MiB, the segment being written and one sealed):
@@ -363,10 +379,11 @@ fn pass(
 }
 
 /// Sets where writers wait for compaction (see `Core::throttle`): once
-/// the log grows by the room left under [`THROTTLE_SHARE`] of `bound`
-/// times the live record bytes (or under [`MIN_SLACK`] beyond them, if
-/// more) beside the files and the next pass's copies
-/// (`Footprint::next_copies`), at once if those are past it. Seals the
+/// the log grows by the room left under the [`level`] at
+/// [`THROTTLE_SHARE`] of `bound`'s room (or under [`MIN_SLACK`] beyond
+/// the live record bytes, if more) beside the files, the checkpoint and
+/// the next pass's copies (`Footprint::next_copies`), at once if those
+/// are past it. Seals the
 /// active segment once it holds [`SEAL_AT`] bytes, a sixteenth of the
 /// live bytes and [`SEAL_GARBAGE`] of garbage (where its current page
 /// ends). Returns whether the files and those copies are past
@@ -416,7 +433,9 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     let appended = log.appended();
     let Footprint {
         on_disk,
+        checkpoint,
         live,
+        logical,
         next_copies,
         active,
         written,
@@ -428,8 +447,8 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     // the files' own: counted against the copies too, it held the writers
     // of a store of 17 MB live with 1.5 MB of garbage, and took a greedy
     // pass to copy 16 MB for it (found in review).
-    let with_copies = on_disk + next_copies;
-    let cap = |share: f64| level(share, bound, live).max(live + MIN_SLACK + next_copies);
+    let with_copies = on_disk + checkpoint + next_copies;
+    let cap = |share: f64| level(share, bound, live, logical).max(live + MIN_SLACK + next_copies);
     core.set_append_limit(appended.saturating_add(cap(THROTTLE_SHARE).saturating_sub(with_copies)));
     // Sealed where the page ends, so that the seal pads nothing; at once
     // when a request has been pending for half an interval (no page filled
@@ -445,16 +464,29 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     Ok(greedy)
 }
 
-/// The bytes of files at `share` of the room `bound` leaves for garbage
-/// over `live` record bytes (`live` times 1 + `share` times (`bound` - 1)),
-/// and at least [`MIN_SLACK`] beyond `live`. At most `u64::MAX` (`as`
-/// saturates); an infinite bound never limits (not even with nothing
-/// live, where its product would be NaN).
-fn level(share: f64, bound: f64, live: u64) -> u64 {
+/// The bytes of files (segments and checkpoint) at `share` of the room
+/// `bound` leaves for garbage beside `live` record bytes of `logical`
+/// bytes of keys and values: the room is `bound` times `logical`, less
+/// `live` (the bound is on [`crate::Stats::space_amplification`], files
+/// over logical bytes), and at least [`MIN_ROOM`] times `live`; the
+/// level is `live` plus `share` of the room, and at least [`MIN_SLACK`]
+/// beyond `live`. At most `u64::MAX` (`as` saturates); an infinite bound
+/// never limits (not even with nothing live, where its product would be
+/// NaN).
+///
+/// Until 2026-12-06 the room was `bound` - 1 times `live`: the files
+/// stayed under the bound over record bytes, but the headers (1.5 % of a
+/// record of a 16-byte key and a 1 KiB value) and the uncounted
+/// checkpoint (about 1.5 % more) put the space amplification the store
+/// reports, and the benchmark harness measures, at 1.52-1.53 at the end
+/// of a burst of overwrites at the default bound of 1.5.
+fn level(share: f64, bound: f64, live: u64, logical: u64) -> u64 {
     if bound.is_infinite() {
         u64::MAX
     } else {
-        ((live as f64 * (1.0 + share * (bound - 1.0))) as u64).max(live + MIN_SLACK)
+        let live_f = live as f64;
+        let room = (bound * logical as f64 - live_f).max(MIN_ROOM * live_f);
+        ((live_f + share * room) as u64).max(live + MIN_SLACK)
     }
 }
 
@@ -463,8 +495,13 @@ struct Footprint {
     /// Bytes of the segment files (the records' lengths, of the segment
     /// being written too).
     on_disk: u64,
+    /// Bytes of the index checkpoint's files
+    /// ([`crate::checkpoint::disk_bytes`]).
+    checkpoint: u64,
     /// Live record bytes.
     live: u64,
+    /// Bytes of the live records' keys and values.
+    logical: u64,
     /// Live record bytes of the sealed segment compaction takes next (the
     /// most garbage, at least [`GREEDY_MIN_GARBAGE`] of it), which its pass
     /// copies to the tail before the segment's file goes (with the
@@ -487,7 +524,10 @@ fn footprint(core: &Core) -> Result<Footprint> {
     let tail = log.tail();
     let active = storage.segment_of(tail);
     let written = tail - storage.segment_start(active);
-    let live_by_segment = core.index.live_by_segment();
+    let crate::index::LiveBytes {
+        by_segment: live_by_segment,
+        logical,
+    } = core.index.live_bytes();
     let live: u64 = live_by_segment.values().sum();
     let active_live = live_by_segment.get(&active).copied().unwrap_or(0);
     let mut on_disk = written;
@@ -538,7 +578,9 @@ fn footprint(core: &Core) -> Result<Footprint> {
     Ok(Footprint {
         next_copies,
         on_disk,
+        checkpoint: crate::checkpoint::disk_bytes(&core.dir)?,
         live,
+        logical,
         active,
         written,
         active_live,
@@ -594,7 +636,9 @@ mod tests {
         db.sync().unwrap();
         let Footprint {
             on_disk,
+            checkpoint,
             live,
+            logical,
             next_copies,
             ..
         } = footprint(core).unwrap();
@@ -604,9 +648,9 @@ mod tests {
         // Writers wait where the files and those copies reach the level
         // (above the slack at this bound).
         let bound = 4.0;
-        let cap = level(THROTTLE_SHARE, bound, live);
+        let cap = level(THROTTLE_SHARE, bound, live, logical);
         assert!(cap > live + MIN_SLACK + next_copies);
-        let limit = core.log.appended() + cap - on_disk - next_copies;
+        let limit = core.log.appended() + cap - on_disk - checkpoint - next_copies;
         assert!(!assess(core, bound).unwrap());
         let mut k = 12_000;
         while !core.compaction_is_behind() {
@@ -633,13 +677,84 @@ mod tests {
         let Footprint {
             on_disk,
             live,
+            logical,
             next_copies,
             ..
         } = footprint(core).unwrap();
         assert!(on_disk < live + MIN_SLACK, "{on_disk} / {live}");
-        assert!(on_disk + next_copies > level(THROTTLE_SHARE, 1.5, live));
+        assert!(on_disk + next_copies > level(THROTTLE_SHARE, 1.5, live, logical));
         assert!(!assess(core, 1.5).unwrap());
         assert!(!core.compaction_is_behind());
+    }
+
+    /// The space bound is on the space amplification the store reports
+    /// (`Stats::space_amplification`: its files, the checkpoint's
+    /// included, over the logical bytes). Writers that reach the limit of
+    /// a store of 16-byte keys and 1 KiB values (the benchmark board's)
+    /// leave it at about 0.97 of the room under a bound of 1.5. Until
+    /// 2026-12-06 the bound was on the segment files over the live record
+    /// bytes: they stopped at 1.485 times those, 1.508 times the logical
+    /// bytes before the checkpoint's, and the board measured 1.52-1.53 at
+    /// the end of its burst of overwrites.
+    #[test]
+    fn writers_stop_under_the_bound_on_the_reported_space_amplification() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+        let core = db.core();
+        let value = vec![7u8; 1024];
+        let key = |k: u32| format!("{k:016}");
+        // Enough for the level to pass the slack, few enough that the
+        // maintenance thread writes no checkpoint of its own (every 64 MiB
+        // appended) while the test runs.
+        let keys = 40_000;
+        for k in 0..keys {
+            db.insert(key(k).as_bytes(), &value).unwrap();
+        }
+        core.log.seal_segment().unwrap();
+        core.checkpoint().unwrap();
+        let Footprint {
+            checkpoint,
+            live,
+            logical,
+            ..
+        } = footprint(core).unwrap();
+        assert!(checkpoint > 0);
+        let bound = 1.5;
+        assert!(level(THROTTLE_SHARE, bound, live, logical) > live + MIN_SLACK);
+        assert!(!assess(core, bound).unwrap());
+        let mut k = 0;
+        while !core.compaction_is_behind() {
+            db.insert(key(k % keys).as_bytes(), &value).unwrap();
+            k += 1;
+        }
+        db.sync().unwrap();
+        let stats = db.stats().unwrap();
+        assert!(
+            (1.45..=bound).contains(&stats.space_amplification),
+            "{stats:?}"
+        );
+    }
+
+    /// The bound's room is `bound` times the logical bytes less the live
+    /// record bytes, and never under [`MIN_ROOM`] of the records: records
+    /// of a 16-byte key and a 1 KiB value (1,056 bytes, 1,040 logical)
+    /// get files and checkpoint up to exactly 1.5 times the logical bytes
+    /// at a bound of 1.5; records of a 16-byte key and an 8-byte value
+    /// (40 bytes, 24 logical: 1.67 times, past any bound under it) get
+    /// 1.3 times their own bytes.
+    #[test]
+    fn the_room_is_the_bound_over_logical_bytes_and_at_least_min_room() {
+        let near = |got: u64, want: f64| (got as f64 - want).abs() < 16.0;
+        let (live, logical) = (1_056 * 100_000, 1_040 * 100_000);
+        assert!(near(level(1.0, 1.5, live, logical), 1.5 * logical as f64));
+        assert!(near(
+            level(0.5, 1.5, live, logical),
+            (live as f64 + 1.5 * logical as f64) / 2.0
+        ));
+        let (live, logical) = (40 * 10_000_000, 24 * 10_000_000);
+        assert!(near(level(1.0, 1.5, live, logical), 1.3 * live as f64));
+        assert!(near(level(1.0, 3.0, live, logical), 3.0 * logical as f64));
+        assert_eq!(level(1.0, f64::INFINITY, live, logical), u64::MAX);
     }
 
     /// No room is kept for the copies of a segment with more than
@@ -837,11 +952,20 @@ mod tests {
         db.sync().unwrap();
         let segments = |db: &Db| db.core().log.storage().list().unwrap();
         assert_eq!(segments(&db)[..4], [0, 1, 2, 3]);
-        // The files over the live bytes, past the slack both levels need.
-        let ratio = || {
-            let Footprint { on_disk, live, .. } = footprint(core).unwrap();
+        // The bound that puts the files' garbage (and the checkpoint's
+        // bytes) at `share` of its room (past the slack both levels need).
+        let bound_at = |share: f64| {
+            let Footprint {
+                on_disk,
+                checkpoint,
+                live,
+                logical,
+                ..
+            } = footprint(core).unwrap();
             assert!(on_disk > live + MIN_SLACK, "{on_disk} / {live}");
-            on_disk as f64 / live as f64
+            let room = (on_disk + checkpoint - live) as f64 / share;
+            assert!(room > MIN_ROOM * live as f64, "{room} / {live}");
+            (live as f64 + room) / logical as f64
         };
         // No segment is wholly garbage (each has its header).
         let min_garbage = 1.0;
@@ -856,8 +980,6 @@ mod tests {
             .is_some()
         };
 
-        // The bound that puts the files at `share` of its room.
-        let bound_at = |share: f64| 1.0 + (ratio() - 1.0) / share;
         let under = bound_at(0.8);
         assert!(!assess(core, under).unwrap());
         assert!(!core.compaction_is_behind());
@@ -950,10 +1072,15 @@ mod tests {
         }
         let bound = 2.0;
         assert!(!assess(core, bound).unwrap());
-        let Footprint { on_disk, live, .. } = footprint(core).unwrap();
+        let Footprint {
+            on_disk,
+            live,
+            logical,
+            ..
+        } = footprint(core).unwrap();
         // 2 MB live: the slack is the larger cap.
         let cap = live + MIN_SLACK;
-        assert_eq!(level(THROTTLE_SHARE, bound, live), cap);
+        assert_eq!(level(THROTTLE_SHARE, bound, live, logical), cap);
         let waits = || db.stats().unwrap().write_waits;
         // Overwrites until `limit` bytes are appended: none waits before
         // it, the one that reaches it does (once), and it is passed by at
