@@ -124,25 +124,44 @@ fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()
     Ok(())
 }
 
-/// Bytes the checkpoint's files in `dir` take at their peak: twice the
-/// larger of `CHECKPOINT` and a `CHECKPOINT.tmp` being written (a missing
-/// one counts 0), since each new checkpoint is written beside the last
-/// (every 64 MiB appended: several times a second under a burst of
-/// overwrites). The space bound counts this with the segment files
-/// (`maintenance::footprint`), so that a checkpoint written between two
-/// of its checks does not take the files past it: a checkpoint is 9 to
-/// 18 bytes a key (1.6 % of the logical bytes of 40,000 keys of 16 bytes
-/// with values of 1 KiB).
+/// Bytes of a checkpoint of an index of `shards` shards that count
+/// `segments` live segments between them (each shard its own) and have
+/// `slots` table slots between them: the layout above, 8 bytes a slot
+/// whether it holds an entry or not (so 9 to 18 bytes a key for an index
+/// grown to its keys, more for one presized past them).
+pub(crate) fn encoded_len(shards: usize, segments: u64, slots: u64) -> u64 {
+    32 + 20 * shards as u64 + 40 * segments + 8 * slots + 4
+}
+
+/// Bytes the checkpoint's files in `dir` take at their peak, when the
+/// next checkpoint, of `next` bytes ([`encoded_len`] of the index now),
+/// is written beside the last: `CHECKPOINT`, and the larger of `next` and
+/// a `CHECKPOINT.tmp` being written (a missing file counts 0). A new
+/// checkpoint is written every 64 MiB appended, several times a second
+/// under a burst of overwrites; the space bound counts this with the
+/// segment files (`maintenance::footprint`), so that one written between
+/// two of its checks, larger than the last or not, does not take the
+/// files past it.
 ///
 /// # Errors
 /// [`Error::Io`], other than for a missing file.
-pub(crate) fn peak_bytes(dir: &Path) -> Result<u64> {
+pub(crate) fn peak_bytes(dir: &Path, next: u64) -> Result<u64> {
     let len = |name| match fs::metadata(dir.join(name)) {
         Ok(meta) => Ok(meta.len()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(Error::from(e)),
     };
-    Ok(2 * len(FILE)?.max(len(TMP)?))
+    // The temporary file first: renamed between the two reads, the new
+    // checkpoint is then counted as `CHECKPOINT`, not missed.
+    let tmp = len(TMP)?;
+    Ok(len(FILE)? + tmp.max(next))
+}
+
+/// Deletes a `CHECKPOINT.tmp` that a crash (or a failed rename) left, for
+/// a writable open: the tools that only read a store leave it be. It is
+/// never read, but it counts in the store's files.
+pub(crate) fn remove_leftover(dir: &Path) {
+    let _ = fs::remove_file(dir.join(TMP));
 }
 
 /// A checkpoint read back: the address replay starts from, and the shards.
@@ -291,5 +310,38 @@ mod tests {
                 "truncation to {len} accepted"
             );
         }
+    }
+
+    /// [`encoded_len`], as the index's walk computes it, is the length of
+    /// the file a checkpoint writes: for a store of 30,000 keys over
+    /// three segments (whose index grew past its presized tables), and
+    /// for an empty one. `peak_bytes` counts the file and the larger of
+    /// the next checkpoint and a temporary file beside it.
+    #[test]
+    fn encoded_len_is_the_checkpoints_length_and_the_peak_counts_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::Options::default()
+            .key_capacity(1_000)
+            .compaction_garbage(None);
+        let db = crate::Db::open(dir.path(), options).unwrap();
+        let core = db.core();
+        let file = dir.path().join(FILE);
+        core.checkpoint().unwrap();
+        let empty = core.index.live_bytes().checkpoint;
+        assert_eq!(fs::metadata(&file).unwrap().len(), empty);
+        for k in 0..30_000u32 {
+            db.insert(&k.to_le_bytes(), &[1; 100]).unwrap();
+            if k % 10_000 == 9_999 {
+                core.log.seal_segment().unwrap();
+            }
+        }
+        let next = core.index.live_bytes().checkpoint;
+        assert!(next > empty + 30_000 * 8, "{next} / {empty}");
+        assert_eq!(peak_bytes(dir.path(), next).unwrap(), empty + next);
+        fs::write(dir.path().join(TMP), vec![0; next as usize + 1]).unwrap();
+        assert_eq!(peak_bytes(dir.path(), next).unwrap(), empty + next + 1);
+        core.checkpoint().unwrap();
+        assert!(!dir.path().join(TMP).exists());
+        assert_eq!(fs::metadata(&file).unwrap().len(), next);
     }
 }

@@ -811,6 +811,7 @@ impl Db {
                 storage.unshare(newest)?;
             }
             Dictionary::remove_leftover(dir);
+            checkpoint::remove_leftover(dir);
         }
         let dictionary = Dictionary::load(dir, meta.store_id, options.compression.level())?;
         let codec = Arc::new(Codec::new(

@@ -477,6 +477,9 @@ pub(crate) struct LiveBytes {
     pub by_segment: BTreeMap<u64, u64>,
     /// Bytes of the live records' keys and values: the logical bytes.
     pub logical: u64,
+    /// Bytes of a checkpoint of the index as it stands
+    /// ([`crate::checkpoint::encoded_len`]).
+    pub checkpoint: u64,
 }
 
 /// The sharded hash index.
@@ -564,17 +567,22 @@ impl Index {
         self.live_bytes().by_segment
     }
 
-    /// Bytes of live records in each segment, and of their keys and
-    /// values, from one walk of the shards (briefly taking each shard's
-    /// writer lock).
+    /// Bytes of live records in each segment, of their keys and values,
+    /// and of a checkpoint of the index, from one walk of the shards
+    /// (briefly taking each shard's writer lock).
     pub(crate) fn live_bytes(&self) -> LiveBytes {
         let mut live = LiveBytes::default();
+        let (mut segments, mut slots) = (0, 0);
         for shard in self.shards.iter() {
-            for (&seg, l) in &shard.writer.lock().live_by_segment {
+            let state = shard.writer.lock();
+            for (&seg, l) in &state.live_by_segment {
                 *live.by_segment.entry(seg).or_default() += l.record_bytes;
                 live.logical += l.logical_bytes;
             }
+            segments += state.live_by_segment.len() as u64;
+            slots += shard.table.load().slots.len() as u64;
         }
+        live.checkpoint = crate::checkpoint::encoded_len(SHARDS, segments, slots);
         live
     }
 

@@ -49,8 +49,8 @@ const SEAL_AT: u64 = 8 << 20;
 const SEAL_GARBAGE: f64 = GREEDY_MIN_GARBAGE;
 
 /// Share of the room the bound leaves for garbage (the files beyond the
-/// live record bytes that [`Options::max_space_amplification`] allows,
-/// see [`level`]) past which compaction counts as behind and writers wait
+/// live record bytes and the checkpoint's peak that
+/// [`Options::max_space_amplification`] allows, see [`level`]) past which compaction counts as behind and writers wait
 /// for it (0.97: for keys of 16 bytes and values of 1 KiB, the files and
 /// the checkpoint's peak (a new one beside the last) at about 1.485 times
 /// the logical bytes at the default bound of 1.5, 1.97 at 2.0), counting
@@ -106,10 +106,13 @@ const GREEDY_MIN_GARBAGE: f64 = 0.05;
 /// bytes a record (24 with an expiry) are 1.5 % of a record of a 16-byte
 /// key and a 1 KiB value, but 40 % of one with a 16-byte key and an
 /// 8-byte value, whose records alone are 1.67 times the logical bytes;
-/// the checkpoint takes 9 to 18 bytes a key, twice that at its peak (see
-/// [`crate::checkpoint::peak_bytes`]). Where the bound leaves less
-/// (at 1.5, keys and values of under about 100 bytes together, or a
-/// little more counting the checkpoint) the store keeps this much room
+/// the checkpoint takes 8 bytes a slot of the index (9 to 18 bytes a key
+/// for an index grown to its keys), about twice that at its peak (see
+/// [`crate::checkpoint::peak_bytes`]). Where the bound leaves less (at
+/// 1.5, keys and values of under about 200 to 280 bytes together, for a
+/// grown index: the least room is reached where 0.2 times the logical
+/// bytes a key fall under 20.8 bytes plus the checkpoint's peak a key)
+/// the store keeps this much room
 /// and its space amplification reads above the bound: with less, the
 /// segment being written (which cannot be compacted) and the pads would
 /// use up the room, and compaction would copy several records for each
@@ -486,8 +489,8 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
 /// product would be NaN).
 ///
 /// The checkpoint is kept out of the least room, as the live records
-/// are: counted in it, the checkpoint (9 to 18 bytes a key, twice that
-/// at its peak) could use up all of the room of
+/// are: counted in it, the checkpoint (9 to 18 bytes a key for a grown
+/// index, about twice that at its peak) could use up all of the room of
 /// a store of small values (a review found 16-byte keys with 8-byte
 /// values, whose least room is 12 bytes a key, held at the level with no
 /// garbage at all).
@@ -545,6 +548,7 @@ fn footprint(core: &Core) -> Result<Footprint> {
     let crate::index::LiveBytes {
         by_segment: live_by_segment,
         logical,
+        checkpoint: next_checkpoint,
     } = core.index.live_bytes();
     let live: u64 = live_by_segment.values().sum();
     let active_live = live_by_segment.get(&active).copied().unwrap_or(0);
@@ -596,7 +600,7 @@ fn footprint(core: &Core) -> Result<Footprint> {
     Ok(Footprint {
         next_copies,
         on_disk,
-        checkpoint: crate::checkpoint::peak_bytes(&core.dir)?,
+        checkpoint: crate::checkpoint::peak_bytes(&core.dir, next_checkpoint)?,
         live,
         logical,
         active,
@@ -1138,12 +1142,14 @@ mod tests {
             logical,
             ..
         } = footprint(core).unwrap();
-        // No checkpoint: the maintenance thread writes one every 64 MiB
-        // appended, more than this test appends.
-        assert_eq!(checkpoint, 0);
+        // No checkpoint file (the maintenance thread writes one every 64
+        // MiB appended, more than this test appends): its peak is the next
+        // one, which stays as it is (the index does not grow).
+        assert!(!dir.path().join("CHECKPOINT").exists());
+        assert_eq!(checkpoint, core.index.live_bytes().checkpoint);
         // 2 MB live: the slack is the larger cap.
-        let cap = live + MIN_SLACK;
-        assert_eq!(level(THROTTLE_SHARE, bound, live, logical, 0), cap);
+        let cap = live + checkpoint + MIN_SLACK;
+        assert_eq!(level(THROTTLE_SHARE, bound, live, logical, checkpoint), cap);
         let waits = || db.stats().unwrap().write_waits;
         // Overwrites until `limit` bytes are appended: none waits before
         // it, the one that reaches it does (once), and it is passed by at
@@ -1164,9 +1170,10 @@ mod tests {
             assert_eq!(waits(), waited + 1);
         };
         let mut k = 0;
-        overwrite_until(core.log.appended() + (cap - on_disk), &mut k);
+        overwrite_until(core.log.appended() + (cap - on_disk - checkpoint), &mut k);
         let Footprint { on_disk, .. } = footprint(core).unwrap();
-        assert!((cap..cap + 4096).contains(&on_disk), "{on_disk} for {cap}");
+        let files = on_disk + checkpoint;
+        assert!((cap..cap + 4096).contains(&files), "{files} for {cap}");
 
         // Nothing sealed to compact: another `SEAL_AT` bytes, then wait.
         let nothing = Compaction {

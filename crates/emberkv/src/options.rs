@@ -124,14 +124,19 @@ pub struct Options {
     /// [`crate::Stats::space_amplification`] reports it. The room this
     /// leaves for garbage is the bound times the logical bytes less the
     /// live record bytes (whose headers, 16 bytes a record and 24 with an
-    /// expiry, use up part of it) and the checkpoint at its peak (twice its
-    /// file, of 9 to 18 bytes a key: a new one is written beside the last
-    /// every 64 MiB appended), and at least 0.3 times the record bytes.
-    /// Where the bound leaves less (at 1.5, keys and values of under about
-    /// 100 bytes together, a little more with the checkpoint), the store
-    /// keeps that much room and reports above the bound: a 16-byte key and
-    /// an 8-byte value make a record 1.67 times its logical bytes, and such
-    /// a store is held near 1.3 times its record bytes and the checkpoint.
+    /// expiry, use up part of it) and the checkpoint at its peak (the file
+    /// and the next one, written beside it every 64 MiB appended: 8 bytes
+    /// a slot of the index each, 9 to 18 bytes a key for an index grown to
+    /// its keys, more for one presized past them), and at least 0.3 times
+    /// the record bytes. Where the bound leaves less (at 1.5, keys and
+    /// values of under about 200 to 280 bytes together, for a grown
+    /// index), the store keeps that much room and reports above the
+    /// bound: a 16-byte key and an 8-byte value make a record 1.67 times
+    /// its logical bytes, and such a store is held near 1.3 times its
+    /// record bytes and the checkpoint. With compression, records can take
+    /// fewer bytes than their keys and values, and the room grows by the
+    /// difference. The store's small files (its meta file, `NEWEST`,
+    /// `RETIRED`, a compression dictionary) are not counted.
     /// Of the room: past 85 %,
     /// compaction takes the segments with the most garbage whatever their
     /// share of it (at least 5 %); past 97 %, each write waits for it (up

@@ -82,6 +82,30 @@ fn a_clean_close_leaves_a_checkpoint_that_reopen_uses() -> TestResult {
     Ok(())
 }
 
+/// A `CHECKPOINT.tmp` left by a crash while a checkpoint was written is
+/// deleted by the next writable open (it is never read, but it counts in
+/// the store's files and against its space bound), and left alone by a
+/// read-only open, which changes nothing on disk.
+#[test]
+fn a_leftover_checkpoint_temporary_file_is_deleted_by_a_writable_open() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut model = HashMap::new();
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 0..1)?;
+    db.close()?;
+    let tmp = dir.path().join("CHECKPOINT.tmp");
+    std::fs::write(&tmp, vec![7u8; 100_000])?;
+    let before = Db::open(dir.path(), options().read_only(true))?
+        .stats()?
+        .disk_bytes;
+    assert!(tmp.exists());
+    let db = Db::open(dir.path(), options())?;
+    assert!(!tmp.exists());
+    assert!(db.stats()?.disk_bytes <= before - 100_000);
+    db.close()?;
+    check(dir.path(), &model)
+}
+
 #[test]
 fn damaged_or_foreign_checkpoints_are_ignored() -> TestResult {
     let dir = tempfile::tempdir()?;
