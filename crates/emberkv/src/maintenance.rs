@@ -441,16 +441,17 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     // Read before the files: what is appended meanwhile counts twice (the
     // limit errs low), never not at all.
     let appended = log.appended();
+    let files = footprint(core)?;
     let Footprint {
         on_disk,
         checkpoint,
         live,
-        logical,
         next_copies,
         active,
         written,
         active_live,
-    } = footprint(core)?;
+        ..
+    } = files;
     *assessed = appended;
     // Room is kept for the copies of the next compaction pass, which
     // stand on disk beside its segment until the pass ends. The slack is
@@ -459,7 +460,8 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     // pass to copy 16 MB for it (found in review).
     let with_copies = on_disk + checkpoint + next_copies;
     let cap = |share: f64| {
-        level(share, bound, live, logical, checkpoint)
+        files
+            .level(share, bound)
             .max(live + checkpoint + MIN_SLACK + next_copies)
     };
     core.set_append_limit(appended.saturating_add(cap(THROTTLE_SHARE).saturating_sub(with_copies)));
@@ -535,6 +537,13 @@ struct Footprint {
     written: u64,
     /// Its live record bytes.
     active_live: u64,
+}
+
+impl Footprint {
+    /// [`level`] at `share` of `bound`'s room for these files.
+    fn level(&self, share: f64, bound: f64) -> u64 {
+        level(share, bound, self.live, self.logical, self.checkpoint)
+    }
 }
 
 fn footprint(core: &Core) -> Result<Footprint> {
@@ -656,23 +665,16 @@ mod tests {
         core.log.seal_segment().unwrap();
         insert(&db, 0..60);
         db.sync().unwrap();
-        let Footprint {
-            on_disk,
-            checkpoint,
-            live,
-            logical,
-            next_copies,
-            ..
-        } = footprint(core).unwrap();
+        let f = footprint(core).unwrap();
         let by_segment = core.index.live_by_segment();
-        assert_eq!(next_copies, by_segment[&0]);
-        assert!(next_copies > 10_000_000, "{next_copies}");
+        assert_eq!(f.next_copies, by_segment[&0]);
+        assert!(f.next_copies > 10_000_000, "{}", f.next_copies);
         // Writers wait where the files and those copies reach the level
         // (above the slack at this bound).
         let bound = 4.0;
-        let cap = level(THROTTLE_SHARE, bound, live, logical, checkpoint);
-        assert!(cap > live + checkpoint + MIN_SLACK + next_copies);
-        let limit = core.log.appended() + cap - on_disk - checkpoint - next_copies;
+        let cap = f.level(THROTTLE_SHARE, bound);
+        assert!(cap > f.live + f.checkpoint + MIN_SLACK + f.next_copies);
+        let limit = core.log.appended() + cap - f.on_disk - f.checkpoint - f.next_copies;
         assert!(!assess(core, bound).unwrap());
         let mut k = 12_000;
         while !core.compaction_is_behind() {
@@ -696,17 +698,10 @@ mod tests {
     fn the_slack_is_the_files_own_not_the_copies() {
         let (_dir, db) = sealed_then_overwritten(17_000, 1_000);
         let core = db.core();
-        let Footprint {
-            on_disk,
-            checkpoint,
-            live,
-            logical,
-            next_copies,
-            ..
-        } = footprint(core).unwrap();
-        assert!(on_disk < live + MIN_SLACK, "{on_disk} / {live}");
-        let files = on_disk + checkpoint;
-        assert!(files + next_copies > level(THROTTLE_SHARE, 1.5, live, logical, checkpoint));
+        let f = footprint(core).unwrap();
+        assert!(f.on_disk < f.live + MIN_SLACK, "{} / {}", f.on_disk, f.live);
+        let files = f.on_disk + f.checkpoint;
+        assert!(files + f.next_copies > f.level(THROTTLE_SHARE, 1.5));
         assert!(!assess(core, 1.5).unwrap());
         assert!(!core.compaction_is_behind());
     }
@@ -738,16 +733,10 @@ mod tests {
         }
         core.log.seal_segment().unwrap();
         core.checkpoint().unwrap();
-        let Footprint {
-            checkpoint,
-            live,
-            logical,
-            ..
-        } = footprint(core).unwrap();
-        assert!(checkpoint > 0);
+        let f = footprint(core).unwrap();
+        assert!(f.checkpoint > 0);
         let bound = 1.5;
-        let cap = level(THROTTLE_SHARE, bound, live, logical, checkpoint);
-        assert!(cap > live + checkpoint + MIN_SLACK);
+        assert!(f.level(THROTTLE_SHARE, bound) > f.live + f.checkpoint + MIN_SLACK);
         assert!(!assess(core, bound).unwrap());
         let mut k = 0;
         while !core.compaction_is_behind() {
@@ -1018,17 +1007,11 @@ mod tests {
         // The bound that puts the files' garbage at `share` of its room
         // (past the slack both levels need).
         let bound_at = |share: f64| {
-            let Footprint {
-                on_disk,
-                checkpoint,
-                live,
-                logical,
-                ..
-            } = footprint(core).unwrap();
-            assert!(on_disk > live + MIN_SLACK, "{on_disk} / {live}");
-            let room = (on_disk - live) as f64 / share;
-            assert!(room > MIN_ROOM * live as f64, "{room} / {live}");
-            (live as f64 + checkpoint as f64 + room) / logical as f64
+            let f = footprint(core).unwrap();
+            assert!(f.on_disk > f.live + MIN_SLACK, "{} / {}", f.on_disk, f.live);
+            let room = (f.on_disk - f.live) as f64 / share;
+            assert!(room > MIN_ROOM * f.live as f64, "{room} / {}", f.live);
+            (f.live + f.checkpoint) as f64 / f.logical as f64 + room / f.logical as f64
         };
         // No segment is wholly garbage (each has its header).
         let min_garbage = 1.0;
@@ -1135,21 +1118,16 @@ mod tests {
         }
         let bound = 2.0;
         assert!(!assess(core, bound).unwrap());
-        let Footprint {
-            on_disk,
-            checkpoint,
-            live,
-            logical,
-            ..
-        } = footprint(core).unwrap();
+        let f = footprint(core).unwrap();
+        let (on_disk, checkpoint) = (f.on_disk, f.checkpoint);
         // No checkpoint file (the maintenance thread writes one every 64
         // MiB appended, more than this test appends): its peak is the next
         // one, which stays as it is (the index does not grow).
         assert!(!dir.path().join("CHECKPOINT").exists());
         assert_eq!(checkpoint, core.index.live_bytes().checkpoint);
         // 2 MB live: the slack is the larger cap.
-        let cap = live + checkpoint + MIN_SLACK;
-        assert_eq!(level(THROTTLE_SHARE, bound, live, logical, checkpoint), cap);
+        let cap = f.live + checkpoint + MIN_SLACK;
+        assert_eq!(f.level(THROTTLE_SHARE, bound), cap);
         let waits = || db.stats().unwrap().write_waits;
         // Overwrites until `limit` bytes are appended: none waits before
         // it, the one that reaches it does (once), and it is passed by at
