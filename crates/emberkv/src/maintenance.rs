@@ -501,7 +501,7 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
 /// stayed under the bound over record bytes, but the headers (1.5 % of a
 /// record of a 16-byte key and a 1 KiB value) and the uncounted
 /// checkpoint (about 1.5 % more) put the space amplification the store
-/// reports, and the benchmark harness measures, at 1.52-1.53 at the end
+/// reports, and the benchmark harness measures, at 1.40-1.53 at the end
 /// of a burst of overwrites at the default bound of 1.5.
 fn level(share: f64, bound: f64, live: u64, logical: u64, checkpoint: u64) -> u64 {
     let kept = live.saturating_add(checkpoint);
@@ -715,7 +715,7 @@ mod tests {
     /// leaves it under the bound too). Until
     /// 2026-12-06 the bound was on the segment files over the live record
     /// bytes: they stopped at 1.485 times those, 1.508 times the logical
-    /// bytes before the checkpoint's, and the board measured 1.52-1.53 at
+    /// bytes before the checkpoint's, and the harness measured 1.40-1.53 at
     /// the end of its burst of overwrites.
     #[test]
     fn writers_stop_under_the_bound_on_the_reported_space_amplification() {

@@ -145,7 +145,7 @@ pub struct Options {
     /// counting the checkpoint twice; at 2.0, 1.85 and 1.97. Until
     /// 2026-12-06 the bound was on the
     /// segment files over the live record bytes, so the reported space
-    /// amplification read higher (1.52-1.53 at a bound of 1.5). Both
+    /// amplification read higher (up to 1.53 at a bound of 1.5). Both
     /// levels count, beside the files, the live bytes of the segment compaction takes next (at most
     /// 16 MiB), which its pass copies before that segment's file goes, so
     /// that the copies stay under the bound too. Writers wait
