@@ -86,13 +86,22 @@ const THROTTLE_SHARE: f64 = 0.97;
 /// bound of 1.5), so that it works before writers must wait.
 const GREEDY_SHARE: f64 = 0.85;
 
-/// Most copies the space bound keeps room for (16 MiB, the live bytes of
-/// two segments sealed early): a segment with more live bytes (the first
-/// segment of a store loaded before its overwrites begin, up to 256 MiB)
-/// is compacted without such room, since keeping it would stop the
-/// writers for its whole pass, until its pass has moved all but this many
-/// of them.
-const MAX_RESERVED_COPIES: u64 = 2 * SEAL_AT;
+/// Most copies the space bound keeps room for, in a store of `live` live
+/// record bytes: the live bytes of two segments sealed early (each at
+/// [`SEAL_AT`] or a sixteenth of the live bytes, if more: 16 MiB up to
+/// 128 MiB live, an eighth of the live bytes past it). A segment with
+/// more live bytes (the first segment of a store loaded before its
+/// overwrites begin, up to 256 MiB) is compacted without such room,
+/// since keeping it would stop the writers for its whole pass, until its
+/// pass has moved all but this many of them.
+///
+/// Until 2026-12-06 it was 16 MiB at any size: in stores of 300 to 800
+/// MiB, whose early seals come at 19 to 50 MiB, the copies of most
+/// passes went unreserved and a helper's probes saw the files over 1.5
+/// in 6-14 % of the samples (at most 1.51-1.61).
+fn max_reserved_copies(live: u64) -> u64 {
+    2 * SEAL_AT.max(live / 16)
+}
 
 /// Least share of garbage a segment needs for greedy compaction to take it
 /// (5 %): below it, a copy reclaims too little to be worth it.
@@ -554,7 +563,7 @@ struct Footprint {
     /// most garbage, at least [`GREEDY_MIN_GARBAGE`] of it), which its pass
     /// copies to the tail before the segment's file goes (with the
     /// tombstones it carries on, not counted); 0 when they are more than
-    /// [`MAX_RESERVED_COPIES`].
+    /// [`max_reserved_copies`].
     next_copies: u64,
     /// The segment being written.
     active: u64,
@@ -629,7 +638,7 @@ fn footprint(core: &Core) -> Result<Footprint> {
         .map(|(_, len)| len)
         .sum::<u64>();
     let next_copies = Some(next.1)
-        .filter(|&bytes| bytes <= MAX_RESERVED_COPIES)
+        .filter(|&bytes| bytes <= max_reserved_copies(live))
         .unwrap_or(0);
     Ok(Footprint {
         next_copies,
@@ -852,15 +861,40 @@ mod tests {
     }
 
     /// No room is kept for the copies of a segment with more than
-    /// [`MAX_RESERVED_COPIES`] live bytes: writers would wait for its
-    /// whole pass (the first segment of a store loaded before its
-    /// overwrites, up to 256 MiB).
+    /// [`max_reserved_copies`] live bytes (16 MiB in a store of 20 MB):
+    /// writers would wait for its whole pass (the first segment of a store
+    /// loaded before its overwrites, up to 256 MiB).
     #[test]
     fn no_room_is_kept_for_more_than_16_mib_of_copies() {
         let (_dir, db) = sealed_then_overwritten(20_000, 2_000);
         let core = db.core();
-        assert!(core.index.live_by_segment()[&0] > MAX_RESERVED_COPIES);
+        let live = core.index.live_bytes().by_segment;
+        assert_eq!(max_reserved_copies(live.values().sum()), 2 * SEAL_AT);
+        assert!(live[&0] > 2 * SEAL_AT);
         assert_eq!(footprint(core).unwrap().next_copies, 0);
+    }
+
+    /// In a store of 200 MB live, room is kept for the copies of a
+    /// segment of 18 MB live (two early seals are 25 MB live there): with
+    /// 16 MiB at any size, the copies of most passes in stores of 300 to
+    /// 800 MiB went unreserved and took the files past the bound.
+    #[test]
+    fn room_is_kept_for_two_early_seals_of_copies_in_a_large_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+        let core = db.core();
+        insert(&db, 0..180_000);
+        core.log.seal_segment().unwrap();
+        insert(&db, 180_000..200_000);
+        core.log.seal_segment().unwrap();
+        // A tenth of segment 1 garbage, none of segment 0.
+        insert(&db, 180_000..182_000);
+        db.sync().unwrap();
+        let f = footprint(core).unwrap();
+        let copies = core.index.live_by_segment()[&1];
+        assert!(copies > 2 * SEAL_AT, "{copies}");
+        assert!(max_reserved_copies(f.live) >= copies);
+        assert_eq!(f.next_copies, copies);
     }
 
     /// A sealed segment counts at its sealed length while the flusher has

@@ -148,8 +148,10 @@ pub struct Options {
     /// 2026-12-06 the bound was on the
     /// segment files over the live record bytes, so the reported space
     /// amplification read higher (up to 1.53 at a bound of 1.5). Both
-    /// levels count, beside the files, the live bytes of the segment compaction takes next (at most
-    /// 16 MiB), which its pass copies before that segment's file goes, so
+    /// levels count, beside the files, the live bytes of the segment
+    /// compaction takes next (at most 16 MiB, or an eighth of the live
+    /// bytes past 128 MiB live), which its pass copies before that
+    /// segment's file goes, so
     /// that the copies stay under the bound too. Writers wait
     /// where the room under 97 % ends, counted
     /// from the files' size when compaction last looked, so they stop
@@ -161,11 +163,7 @@ pub struct Options {
     /// writers append while [`crate::Db::backup`] holds compaction off
     /// (8 MiB at each check, so that they do not stall for the backup's
     /// length: a loop of backups let a 2 MiB store reach 62 to 353 MiB
-    /// of files under 4 writers), stores of hundreds of MiB under
-    /// sustained overwrites (a helper's probes of 300 to 800 MiB of 1 KiB
-    /// values and of 400 MiB of 4 KiB values under 4 to 8 writers saw
-    /// 1.51-1.61 at most, over 1.5 in 6-14 % of the samples taken every
-    /// 20 ms after the first second; not traced), and while
+    /// of files under 4 writers), and while
     /// compaction copies a segment
     /// large against the room: a bulk load of new keys seals nothing (its
     /// segment has no garbage), so the first overwrites after loading
