@@ -50,12 +50,12 @@ const SEAL_GARBAGE: f64 = GREEDY_MIN_GARBAGE;
 
 /// Share of the room the bound leaves for garbage (the files beyond the
 /// live record bytes and the checkpoint's peak that
-/// [`Options::max_space_amplification`] allows, see [`level`]) past which compaction counts as behind and writers wait
-/// for it (0.97: for keys of 16 bytes and values of 1 KiB, the files and
-/// the checkpoint's peak (a new one beside the last) at about 1.485 times
-/// the logical bytes at the default bound of 1.5, 1.97 at 2.0), counting
-/// with the files the
-/// copies the next pass will make (`Footprint::next_copies`): the rest is
+/// [`Options::max_space_amplification`] allows, see [`level`]) past which
+/// compaction counts as behind and writers wait for it (0.97: for keys of
+/// 16 bytes and values of 1 KiB, the files and the checkpoint's peak (a
+/// new one beside the last) at about 1.485 times the logical bytes at the
+/// default bound of 1.5, 1.97 at 2.0), counting with the files the copies
+/// the next pass will make (`Footprint::next_copies`): the rest is
 /// room for the records appended after a compactor with nothing to take
 /// let writers go on (up to [`SEAL_AT`]) and for what writers append
 /// while a pass runs. Until 2026-12-06 the share was 0.93 and the copies
@@ -121,11 +121,10 @@ const GREEDY_MIN_GARBAGE: f64 = 0.05;
 /// 1.5, keys and values of under about 200 to 280 bytes together, for a
 /// grown index: the least room is reached where 0.2 times the logical
 /// bytes a key fall under 20.8 bytes plus the checkpoint's peak a key)
-/// the store keeps this much room
-/// and its space amplification reads above the bound: with less, the
-/// segment being written (which cannot be compacted) and the pads would
-/// use up the room, and compaction would copy several records for each
-/// one written.
+/// the store keeps this much room and its space amplification reads
+/// above the bound: with less, the segment being written (which cannot
+/// be compacted) and the pads would use up the room, and compaction would
+/// copy several records for each one written.
 ///
 /// [`Options::max_space_amplification`]: crate::Options::max_space_amplification
 const MIN_ROOM: f64 = 0.3;
@@ -426,8 +425,8 @@ fn pass(
 /// the log grows by the room left under the [`level`] at
 /// [`THROTTLE_SHARE`] of `bound`'s room (or under [`MIN_SLACK`] beyond
 /// the live record bytes and the checkpoint, if more) beside the files,
-/// the checkpoint at its peak and the next pass's copies (`Footprint::next_copies`), at once if those
-/// are past it. Seals the
+/// the checkpoint at its peak and the next pass's copies
+/// (`Footprint::next_copies`), at once if those are past it. Seals the
 /// active segment once it holds [`SEAL_AT`] bytes, a sixteenth of the
 /// live bytes and [`SEAL_GARBAGE`] of garbage (where its current page
 /// ends). Returns whether the files and those copies are past
