@@ -133,26 +133,24 @@ pub struct Options {
     /// index), the store keeps that much room and reports above the
     /// bound: a 16-byte key and an 8-byte value make a record 1.67 times
     /// its logical bytes, and such a store is held near 1.3 times its
-    /// record bytes and the checkpoint; at a bound of 1.3 every store is
-    /// (a helper measured 1.32 at the end of bursts of 1 KiB values, 1.44
-    /// at most). With compression, records can take
-    /// fewer bytes than their keys and values, and the room grows by the
-    /// difference. The store's small files (its meta file, `NEWEST`,
-    /// `RETIRED`, a compression dictionary) are not counted.
-    /// Of the room: past 85 %,
-    /// compaction takes the segments with the most garbage whatever their
-    /// share of it (at least 5 %); past 97 %, each write waits for it (up
-    /// to 50 ms). For 16-byte keys and 1 KiB values, at the default of
-    /// 1.5 those levels are about 1.43 and 1.49 times the logical bytes,
-    /// counting the checkpoint twice; at 2.0, 1.85 and 1.97. Until
-    /// 2026-12-06 the bound was on the
-    /// segment files over the live record bytes, so the reported space
-    /// amplification read higher (up to 1.53 at a bound of 1.5). Both
-    /// levels count, beside the files, the live bytes of the segment
-    /// compaction takes next (at most 16 MiB, or an eighth of the live
-    /// bytes past 128 MiB live), which its pass copies before that
-    /// segment's file goes, so
-    /// that the copies stay under the bound too. Writers wait
+    /// record bytes and the checkpoint. At a bound of 1.3 every store is
+    /// held so (a helper measured 1.32 at the end of bursts of 1 KiB
+    /// values, 1.44 at most). With compression, records can take fewer
+    /// bytes than their keys and values, and the room grows by the
+    /// difference. The bound does not count the store's small files (its
+    /// meta file, `NEWEST`, `RETIRED`, a compression dictionary). Of the
+    /// room: past 85 %, compaction takes the segments with the most
+    /// garbage whatever their share of it (at least 5 %); past 97 %, each
+    /// write waits for it (up to 50 ms). For 16-byte keys and 1 KiB values,
+    /// at the default of 1.5 those levels are about 1.43 and 1.49 times the
+    /// logical bytes, counting the checkpoint twice; at 2.0, 1.85 and 1.97.
+    /// Until 2026-12-06 the bound was on the segment files over the live
+    /// record bytes, so the reported space amplification read higher (up
+    /// to 1.53 at a bound of 1.5). Both levels count, beside the files, the
+    /// live bytes of the segment compaction takes next (at most 16 MiB, or
+    /// an eighth of the live bytes past 128 MiB live), which its pass
+    /// copies before that segment's file goes, so that the copies stay
+    /// under the bound too. Writers wait
     /// where the room under 97 % ends, counted
     /// from the files' size when compaction last looked, so they stop
     /// there however late it looks again; a compactor that finds nothing
