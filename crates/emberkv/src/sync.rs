@@ -222,6 +222,12 @@ mod shuttled {
             guard.guard = Some(guard.mutex.lock().unwrap_or_else(PoisonError::into_inner));
             result
         }
+
+        /// Unlocks, as `parking_lot`'s does (shuttle's scheduler picks the
+        /// next holder either way).
+        pub(crate) fn unlock_fair(guard: Self) {
+            drop(guard);
+        }
     }
 
     impl<T> Deref for MutexGuard<'_, T> {
