@@ -29,7 +29,7 @@ use crate::compression::MIN_COMPRESS_BYTES;
 use crate::db::{Core, Current};
 use crate::dictionary::{self, Dictionary};
 use crate::error::{Error, Result};
-use crate::index::{ShardWriter, Slot, shard_of};
+use crate::index::{MAX_LOG_SPAN, ShardWriter, Slot, shard_of};
 use crate::record::{Entry, FLAG_COMPRESSED, FLAG_DICTIONARY, Record};
 use crate::recovery::{Chunk, for_each_record, for_each_record_ahead};
 use crate::storage::SEGMENT_HEADER_BYTES;
@@ -57,16 +57,39 @@ pub struct CompactionReport {
     pub bytes_reclaimed: u64,
 }
 
-/// Sealed segments whose share of dead record bytes (overwritten, removed
-/// or expired records; not pads) is at least `min_garbage` (0.0 ..= 1.0),
-/// most garbage first. Only segments wholly below `written` (an address
-/// the files hold everything below, from [`crate::log::Log::write_out`])
-/// count as sealed: compaction reads the file, and a segment the appender
-/// left after the write-out may still have records only in memory.
+/// Log address bytes a sealed segment may fall behind `written` before
+/// [`candidates`] takes it whatever its garbage: 2^46 (64 TiB), half of
+/// [`MAX_LOG_SPAN`]. Index entries name their records only while every
+/// segment file lies within that span of the tail (see the index's module
+/// docs), and the log refuses to grow past it; a segment compaction never
+/// took (all live, or under every garbage threshold: cold data, written
+/// once) would otherwise stop every write after 128 TiB more of log (36
+/// hours at 1 GiB/s), and with this one its live records move to the tail
+/// once in every 64 TiB written. Until 2026-12-06 only segments with
+/// garbage were taken (found by a helper's audit of issue 4).
+pub(crate) const REWRITE_BEHIND: u64 = MAX_LOG_SPAN / 2;
+
+/// Sealed segments to compact: first every segment that starts more than
+/// [`REWRITE_BEHIND`] bytes before `written`, oldest first, whatever its
+/// garbage; then those whose share of dead record bytes (overwritten,
+/// removed or expired records; not pads) is at least `min_garbage` (0.0
+/// ..= 1.0), most garbage first. A damaged segment is never taken (its
+/// damaged record cannot be copied). Only segments wholly below `written`
+/// (an address the files hold everything below, from
+/// [`crate::log::Log::write_out`]) count as sealed: compaction reads the
+/// file, and a segment the appender left after the write-out may still
+/// have records only in memory.
 pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<Vec<u64>> {
+    candidates_behind(core, min_garbage, written, REWRITE_BEHIND)
+}
+
+/// [`candidates`], with segments taken whatever their garbage when they
+/// start more than `behind` bytes before `written`.
+fn candidates_behind(core: &Core, min_garbage: f64, written: u64, behind: u64) -> Result<Vec<u64>> {
     let storage = core.log.storage();
     let active = storage.segment_of(written);
     let live = core.index.live_by_segment();
+    let mut far_behind = Vec::new();
     let mut picked = Vec::new();
     let mut oldest = true;
     for seg in storage.list()?.into_iter().filter(|&s| s < active) {
@@ -80,12 +103,18 @@ pub(crate) fn candidates(core: &Core, min_garbage: f64, written: u64) -> Result<
         let live = live.get(&seg).copied().unwrap_or(0);
         let garbage = garbage_share(core, seg, len, live, oldest);
         oldest = false;
-        if garbage > 0.0 && garbage >= min_garbage && !damaged {
+        if damaged {
+            continue;
+        }
+        if storage.segment_start(seg) < written.saturating_sub(behind) {
+            far_behind.push(seg);
+        } else if garbage > 0.0 && garbage >= min_garbage {
             picked.push((garbage, seg));
         }
     }
     picked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(picked.into_iter().map(|(_, seg)| seg).collect())
+    far_behind.extend(picked.into_iter().map(|(_, seg)| seg));
+    Ok(far_behind)
 }
 
 /// The share of segment `seg`'s `len` bytes that [`dead_bytes`] counts
@@ -1060,6 +1089,42 @@ mod tests {
         compact_only(&db, 0, true);
         assert!(!stored_compressed(&db, b"k"));
         assert_eq!(db.get(b"k").unwrap(), Some(value));
+    }
+
+    /// A segment whose records are all live (cold data, written once) is
+    /// taken once it starts `behind` bytes before the tail, ahead of the
+    /// segments with garbage, and its records move to the tail. Taken
+    /// only for garbage (until 2026-12-06), it stayed until the log's span
+    /// (2^47 bytes) stopped every write.
+    #[test]
+    fn a_segment_far_behind_the_tail_is_taken_whatever_its_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_with(dir.path(), Compression::None);
+        db.insert(b"cold", b"written once").unwrap();
+        fill_to(&db, 1);
+        let mut i = 0u32;
+        while segment_of_tail(&db) < 5 {
+            db.insert(b"hot", &i.to_le_bytes().repeat(10_000)).unwrap();
+            i += 1;
+        }
+        let core = db.core();
+        let written = core.log.write_out().unwrap();
+        let by_garbage = candidates(core, 0.0, written).unwrap();
+        assert!(!by_garbage.contains(&0), "{by_garbage:?}");
+        assert_eq!(by_garbage.len(), 4, "{by_garbage:?}");
+        // Segments 0 and 1 start more than 3 MiB before the tail.
+        let behind = candidates_behind(core, 0.0, written, 3 << 20).unwrap();
+        assert_eq!(behind[..2], [0, 1], "{behind:?}");
+        assert_eq!(behind.len(), 5, "{behind:?}");
+        let report = compact_segments(core, &[0], &mut Chunk::default(), &mut || Ok(())).unwrap();
+        assert_eq!(report.segments, 1);
+        assert!(!dir.path().join("000000000000.seg").exists());
+        assert_eq!(db.get(b"cold").unwrap().unwrap(), b"written once");
+        db.close().unwrap();
+        std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
+        let db = open_with(dir.path(), Compression::None);
+        assert_eq!(db.get(b"cold").unwrap().unwrap(), b"written once");
+        assert_eq!(db.get(b"fill1:0").unwrap().unwrap(), [9u8; 50_000]);
     }
 
     #[test]

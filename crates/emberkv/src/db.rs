@@ -1358,7 +1358,10 @@ impl Db {
 
     /// Runs one compaction pass now: seals the segment being written (when
     /// it holds garbage) and compacts every sealed segment that holds any
-    /// garbage (overwritten, removed or expired records), deleting its file.
+    /// garbage (overwritten, removed or expired records), and any that
+    /// starts more than 64 TiB of log behind the tail whatever its garbage
+    /// (so that the log's span stays within what index entries address),
+    /// deleting its file.
     /// Reads and writes go on meanwhile. Background compaction (see
     /// [`Options::compaction_garbage`]) does the same for segments past a
     /// garbage threshold, once a second.

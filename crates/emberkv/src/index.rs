@@ -24,7 +24,8 @@
 //! one congruent to it modulo 2^48 within 2^47 bytes of the base (serial
 //! number arithmetic, as in RFC 1982). That is exact as long as every
 //! segment file of the store lies within [`MAX_LOG_SPAN`] (2^47 bytes,
-//! 128 TiB) of the tail, which the log enforces when it opens a segment.
+//! 128 TiB) of the tail, which the log enforces when it opens a segment
+//! (and compaction keeps, see `compaction::REWRITE_BEHIND`).
 //! So the index never runs out of addresses: a store may write 2^64 bytes
 //! of log (16 EiB, 544 years at 1 GiB/s) over its life.
 //!

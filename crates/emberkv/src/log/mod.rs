@@ -734,9 +734,10 @@ impl Log {
 
     /// Checks that a log ending at `end` keeps every segment file within
     /// [`MAX_LOG_SPAN`] of the tail, so that index entries still name
-    /// their records (see the index's module docs). Compaction normally
-    /// keeps the span near `max_space_amplification` times the live data;
-    /// only a store holding 128 TiB of segment files can fail this.
+    /// their records (see the index's module docs). Compaction keeps the
+    /// span under half of it and a pass (`compaction::REWRITE_BEHIND`);
+    /// only a store with compaction off, or a damaged segment left 128 TiB
+    /// behind, can fail this.
     ///
     /// # Errors
     /// [`Error::Io`] when the oldest segment file is too far behind.
