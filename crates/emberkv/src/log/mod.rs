@@ -137,6 +137,14 @@ struct Commit {
 struct FlushCursor {
     /// The segment the flusher wrote to last and has not fdatasynced.
     dirty_segment: Option<u64>,
+    /// The highest target of any write-out begun (see
+    /// [`Log::write_out_to`]), which takes this lock a page at a time: no
+    /// update in place rewrites a record below it, as it could a record
+    /// that a write-out in progress writes out without the records its
+    /// span then covers (past that write-out's target, so neither written
+    /// nor made durable by it, and replay drops a record whose span it
+    /// cannot read: found by a helper's shuttle schedule in review).
+    writing_to: u64,
     /// The durable mark last written to a segment's header.
     mark: Mark,
 }
@@ -283,6 +291,7 @@ impl Log {
             durable: AtomicU64::new(tail),
             flush_cursor: Mutex::new(FlushCursor {
                 dirty_segment: None,
+                writing_to: tail,
                 mark: Mark {
                     seg,
                     len: 0,
@@ -524,14 +533,14 @@ impl Log {
         // Its checksum is computed once its span is known, below.
         entry.encode(bytes, 0);
         let mut a = self.appender.lock();
-        let Some(_cursor) = self.flush_cursor.try_lock() else {
+        let Some(cursor) = self.flush_cursor.try_lock() else {
             return false;
         };
         // The records appended after this one must survive with it: the
         // span to the tail goes into its header, in the same segment.
         let span = a.tail - addr;
         if self.poisoned.load(Ordering::Relaxed)
-            || addr < self.flushed.load(Ordering::Acquire)
+            || addr < self.flushed.load(Ordering::Acquire).max(cursor.writing_to)
             || addr + bytes.len() as u64 > a.tail
             || span >= record::MAX_SPAN
             || self.storage.segment_of(addr) != self.storage.segment_of(a.tail)
@@ -812,7 +821,7 @@ impl Log {
     /// compaction after the load copied (docs/PERFORMANCE.md). Returns the
     /// address written up to.
     fn write_out_to(&self, upto: u64) -> Result<u64> {
-        let target = self.tail.load(Ordering::Acquire).min(upto);
+        let mut began = None;
         loop {
             let mut cursor = self.flush_cursor.lock();
             // Every failure that poisons the log does so under this lock,
@@ -822,6 +831,14 @@ impl Log {
             if self.poisoned.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
             }
+            // Read under the lock, which an update in place holds: one made
+            // before lies below the tail read here, with the span it wrote,
+            // and one made after sees `writing_to` (see `FlushCursor`).
+            let target = *began.get_or_insert_with(|| {
+                let target = self.tail.load(Ordering::Acquire).min(upto);
+                cursor.writing_to = cursor.writing_to.max(target);
+                target
+            });
             let from = self.flushed.load(Ordering::Acquire);
             if from >= target {
                 return Ok(from);
@@ -2999,5 +3016,77 @@ mod shuttle_tests {
     #[test]
     fn shuttle_pct_schedules_of_appends_flushes_evictions_and_reads() {
         crate::sync::check_pct(schedule, ITERATIONS);
+    }
+
+    /// Regression (a helper's review of the write-outs taken a page at a
+    /// time, 2026-12-06): a group-commit leader writes out up to the tail
+    /// in pages, and between two of them a writer appends a record and
+    /// rewrites in place record R, which that write-out has yet to write,
+    /// with a span past the leader's target. The leader's sync must not
+    /// acknowledge R without the records its span covers, which replay
+    /// needs to keep R. With the target read before the flush lock and no
+    /// `writing_to`, both schedulers failed at once.
+    fn span_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(super::tests::log_in(dir.path(), 24, 16 * PAGE_BYTES, 0));
+        let append = |key: &[u8], value: &[u8]| {
+            let entry = Entry {
+                flags: 0,
+                expires_at: None,
+                key,
+                value,
+            };
+            (log.append(&entry).unwrap(), entry.len() as u64)
+        };
+        // Page 0 holds five records; R starts page 1.
+        for n in 0..5 {
+            append(&key(0, n), &value(0, n));
+        }
+        let (r, len) = append(&key(1, 0), &value(1, 0));
+        assert!(r >= PAGE_BYTES as u64);
+        let leader = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || log.make_durable(r + len).unwrap())
+        };
+        let writer = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                let more = Entry {
+                    flags: 0,
+                    expires_at: None,
+                    key: &key(2, 0),
+                    value: &[3; 1000],
+                };
+                log.append(&more).unwrap();
+                let tail = log.tail();
+                let again = rewritten(1, 0);
+                let entry = Entry {
+                    flags: 0,
+                    expires_at: None,
+                    key: &key(1, 0),
+                    value: &again,
+                };
+                if log.update_in_place(r, &entry) {
+                    log.make_durable(r + len).unwrap();
+                    let durable = log.durable();
+                    assert!(
+                        durable >= tail,
+                        "update in place at {r} (span to {tail}) acknowledged at {durable}"
+                    );
+                }
+            })
+        };
+        leader.join().unwrap();
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn shuttle_random_schedules_of_an_update_in_place_during_a_write_out() {
+        crate::sync::check_random(span_schedule, ITERATIONS);
+    }
+
+    #[test]
+    fn shuttle_pct_schedules_of_an_update_in_place_during_a_write_out() {
+        crate::sync::check_pct(span_schedule, ITERATIONS);
     }
 }
