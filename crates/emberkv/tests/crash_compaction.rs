@@ -235,3 +235,150 @@ fn kill_and_verify(bound: Option<f64>, mut seed: u64, after: std::ops::Range<u64
     let retired = dir.path().join("store").join("RETIRED");
     assert!(retired.exists(), "no segment was ever compacted");
 }
+
+/// Set in the child's environment for
+/// [`sigkill_while_compacting_a_tombstone_away_from_its_older_value_resurrects_nothing`].
+const TOMBSTONE_CHILD_ENV: &str = "EMBERKV_TOMBSTONE_CHILD";
+/// Keys removed (and kept) in each round of the tombstone child.
+const ROUND_KEYS: u32 = 40;
+
+/// Values of keys written in round `round` as `name`: their lengths vary,
+/// so that no write updates in place.
+fn round_value(name: &str, round: u32, i: u32, len: usize) -> Vec<u8> {
+    let mut value = format!("{name}:{round}:{i}|").into_bytes();
+    value.resize(len + (i as usize * 7) % 50, b'.');
+    value
+}
+
+/// Inserts keys `{name}:{round}:{j}` of 20,000 bytes until 1.2 MiB are
+/// written (more than a segment of 1 MiB), and returns how many.
+fn filler(db: &Db, name: &str, round: u32) -> u32 {
+    let count = (1_200_000 / 20_000) as u32;
+    for j in 0..count {
+        let key = format!("{name}:{round}:{j}");
+        db.insert(key.as_bytes(), &round_value(name, round, j, 20_000))
+            .unwrap();
+    }
+    count
+}
+
+/// Options of the tombstone child: background compaction takes segments
+/// half garbage or more, with no space bound (no greedy pass takes one
+/// with less).
+fn tombstone_options() -> Options {
+    options()
+        .compaction_garbage(Some(0.5))
+        .max_space_amplification(f64::INFINITY)
+}
+
+/// The tombstone child: round after round, writes keys `gone:r:i` and
+/// `keep:r:i` into one segment and seals it with filler that stays live
+/// (so that the segment stays under a tenth garbage and compaction leaves
+/// it), removes the `gone` keys (their tombstones in a later segment),
+/// seals that one with filler too and removes that filler (so that
+/// compaction takes the tombstones' segment while the older values'
+/// segment stands: the tombstones must be carried on), and acknowledges
+/// the round. Compaction runs in the background meanwhile.
+#[test]
+fn tombstone_crash_child() {
+    let Ok(dir) = std::env::var(TOMBSTONE_CHILD_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let db = Db::open(dir.join("store"), tombstone_options()).unwrap();
+    let acks = dir.join("rounds");
+    let text = std::fs::read_to_string(&acks).unwrap_or_default();
+    let mut round = text.lines().count() as u32;
+    let mut acks = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(acks)
+        .unwrap();
+    loop {
+        for i in 0..ROUND_KEYS {
+            db.insert(
+                format!("gone:{round}:{i}").as_bytes(),
+                &round_value("gone", round, i, 2_000),
+            )
+            .unwrap();
+            db.insert(
+                format!("keep:{round}:{i}").as_bytes(),
+                &round_value("keep", round, i, 8_000),
+            )
+            .unwrap();
+        }
+        filler(&db, "fill", round);
+        for i in 0..ROUND_KEYS {
+            assert!(db.remove(format!("gone:{round}:{i}").as_bytes()).unwrap());
+        }
+        for j in 0..filler(&db, "more", round) {
+            db.remove(format!("more:{round}:{j}").as_bytes()).unwrap();
+        }
+        acks.write_all(format!("{round}\n").as_bytes()).unwrap();
+        round += 1;
+    }
+}
+
+/// A removed key whose tombstone and older value sit in different
+/// segments stays removed wherever a SIGKILL lands, in or after the
+/// compactions that take the tombstone's segment (which must carry the
+/// tombstone on while the older value's segment stands), and the keys
+/// written beside the removed ones stay.
+#[test]
+fn sigkill_while_compacting_a_tombstone_away_from_its_older_value_resurrects_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = 0x0070_7370_u64;
+    let mut rounds = 0;
+    for cycle in 0..8 {
+        let mut child = Command::new(&exe)
+            .args([
+                "tombstone_crash_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(TOMBSTONE_CHILD_ENV, dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        seed = splitmix64(seed);
+        std::thread::sleep(Duration::from_millis(300 + seed % 1_700));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cycle {cycle}: the child exited by itself"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let store = dir.path().join("store");
+        let report = emberkv::check(&store).unwrap();
+        assert!(report.is_sound(), "cycle {cycle}, after the kill: {report}");
+        // Replay the log itself as well as from the checkpoint: a
+        // checkpoint taken after the removes would hide a resurrection.
+        for replay in [false, true] {
+            if replay {
+                let _ = std::fs::remove_file(store.join("CHECKPOINT"));
+            }
+            let db = Db::open(&store, tombstone_options()).unwrap();
+            let text = std::fs::read_to_string(dir.path().join("rounds")).unwrap_or_default();
+            rounds = text.lines().count() as u32;
+            for round in 0..rounds {
+                for i in 0..ROUND_KEYS {
+                    let gone = db.get(format!("gone:{round}:{i}").as_bytes()).unwrap();
+                    assert_eq!(gone, None, "cycle {cycle}: gone:{round}:{i} came back");
+                    let kept = db.get(format!("keep:{round}:{i}").as_bytes()).unwrap();
+                    assert_eq!(
+                        kept,
+                        Some(round_value("keep", round, i, 8_000)),
+                        "cycle {cycle}: keep:{round}:{i}"
+                    );
+                }
+            }
+            db.close().unwrap();
+        }
+    }
+    assert!(rounds > 8, "only {rounds} rounds acknowledged");
+    let retired = dir.path().join("store").join("RETIRED");
+    assert!(retired.exists(), "no segment was ever compacted");
+}
