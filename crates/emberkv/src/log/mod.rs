@@ -789,15 +789,17 @@ impl Log {
     }
 
     /// Writes every published byte not yet written to the segment files
-    /// (no fdatasync). Returns the address written up to.
+    /// (no fdatasync). Returns the tail it read under the flush lock, which
+    /// everything below is written up to, the span of each record rewritten
+    /// in place below it included (see `FlushCursor::writing_to`): an
+    /// address that may be made durable.
     pub(crate) fn write_out(&self) -> Result<u64> {
         self.write_out_to(u64::MAX)
     }
 
     /// Writes the oldest page not yet wholly written out (its unwritten
-    /// part), unless another thread does first. Returns the address
-    /// written up to.
-    fn write_out_oldest_page(&self) -> Result<u64> {
+    /// part), unless another thread does first.
+    fn write_out_oldest_page(&self) -> Result<()> {
         let flushed = self.flushed.load(Ordering::Acquire);
         let end = (self.pages.load().pages.iter())
             .map(|page| page.end())
@@ -806,6 +808,7 @@ impl Log {
             Some(end) => self.write_out_to(end),
             None => self.write_out(),
         }
+        .map(drop)
     }
 
     /// Writes the published bytes below `upto` (or below the tail, if
@@ -819,7 +822,8 @@ impl Log {
     /// lock: in a probe of 800,000 keys of 1 KiB, every writer stood still
     /// for 160-300 ms about three times a second while the first
     /// compaction after the load copied (docs/PERFORMANCE.md). Returns the
-    /// address written up to.
+    /// target (the lower of `upto` and the tail read under the lock at the
+    /// first page), which the files hold everything below.
     fn write_out_to(&self, upto: u64) -> Result<u64> {
         let mut began = None;
         loop {
@@ -841,7 +845,7 @@ impl Log {
             });
             let from = self.flushed.load(Ordering::Acquire);
             if from >= target {
-                return Ok(from);
+                return Ok(target);
             }
             // The page to write, not the whole list: held across the write
             // (and the fdatasync and segment creation of `enter_segment`),
@@ -949,7 +953,10 @@ impl Log {
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let upto = self.flushed.load(Ordering::Acquire);
+        // The write-out's target, not the flushed address: another
+        // write-out may have left that at a page's end inside the span of
+        // a record rewritten in place after the target was read (found by
+        // a helper's shuttle schedule in review).
         if let Some(seg) = cursor.dirty_segment.take() {
             self.write_mark(&mut cursor.mark, seg, false);
             self.fdatasyncs.fetch_add(1, Ordering::Relaxed);
@@ -3078,6 +3085,92 @@ mod shuttle_tests {
         };
         leader.join().unwrap();
         writer.join().unwrap();
+    }
+
+    /// Regression (a second review of the write-outs taken a page at a
+    /// time, 2026-12-06): a group-commit leader made durable the flushed
+    /// address it read after its write-out, and another write-out (the
+    /// flusher's, a page at a time, or the writer's own) could leave that
+    /// at a page's end inside the span of a record R rewritten in place
+    /// after the leader's target: R's writer was then acknowledged with
+    /// its span neither written nor synced. `flusher` says whether a
+    /// thread of its own writes out, or R's writer does. Both failed under
+    /// the whole suite with the flushed address made durable.
+    fn leader_schedule(flusher: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(super::tests::log_in(dir.path(), 24, 16 * PAGE_BYTES, 0));
+        let append = |log: &Log, key: &[u8], value: &[u8]| {
+            let entry = Entry {
+                flags: 0,
+                expires_at: None,
+                key,
+                value,
+            };
+            (log.append(&entry).unwrap(), entry.len() as u64)
+        };
+        for n in 0..3 {
+            append(&log, &key(0, n), &value(0, n));
+        }
+        log.make_durable(log.tail()).unwrap();
+        let (x, x_len) = append(&log, &key(0, 3), &value(0, 3));
+        let leader = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || log.make_durable(x + x_len).unwrap())
+        };
+        let flushing = flusher.then(|| {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    log.write_out().unwrap();
+                    thread::yield_now();
+                }
+            })
+        });
+        let writer = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                let (r, len) = append(&log, &key(1, 0), &value(1, 0));
+                // Starts the next page: R's span crosses the page's end.
+                append(&log, &key(2, 0), &value(2, 0));
+                let tail = log.tail();
+                assert!(r < PAGE_BYTES as u64 && tail > PAGE_BYTES as u64);
+                let again = rewritten(1, 0);
+                let entry = Entry {
+                    flags: 0,
+                    expires_at: None,
+                    key: &key(1, 0),
+                    value: &again,
+                };
+                if log.update_in_place(r, &entry) {
+                    if !flusher {
+                        log.write_out().unwrap();
+                    }
+                    log.make_durable(r + len).unwrap();
+                    let durable = log.durable();
+                    assert!(
+                        durable >= tail,
+                        "update in place at {r} (span to {tail}) acknowledged at {durable}"
+                    );
+                }
+            })
+        };
+        leader.join().unwrap();
+        writer.join().unwrap();
+        if let Some(flushing) = flushing {
+            flushing.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn shuttle_random_schedules_of_a_leader_and_an_update_in_place_across_a_page() {
+        crate::sync::check_random(|| leader_schedule(false), ITERATIONS);
+        crate::sync::check_random(|| leader_schedule(true), ITERATIONS);
+    }
+
+    #[test]
+    fn shuttle_pct_schedules_of_a_leader_and_an_update_in_place_across_a_page() {
+        crate::sync::check_pct(|| leader_schedule(false), ITERATIONS);
+        crate::sync::check_pct(|| leader_schedule(true), ITERATIONS);
     }
 
     #[test]
