@@ -693,8 +693,15 @@ impl Log {
         // thread may write some meanwhile): the whole backlog written
         // here, 64 MiB or more, held every writer for all of it (see
         // `Log::write_out_to`).
+        // (Counted to this appender's tail, which a record that filled its
+        // page exactly leaves ahead of the published one: the loop ends
+        // when a write-out finds nothing published left to write.)
         while self.unflushed_bytes(a.tail) >= MAX_UNFLUSHED_BYTES {
+            let before = self.flushed.load(Ordering::Acquire);
             self.write_out_oldest_page()?;
+            if self.flushed.load(Ordering::Acquire) == before {
+                break;
+            }
         }
         self.make_room(a, bytes as usize)?;
         let mem_start = if same_segment {
@@ -3025,6 +3032,42 @@ mod shuttle_tests {
         crate::sync::check_pct(schedule, ITERATIONS);
     }
 
+    /// Appends `key` = `value`; returns its address and length.
+    fn append_entry(log: &Log, key: &[u8], value: &[u8]) -> (u64, u64) {
+        let entry = Entry {
+            flags: 0,
+            expires_at: None,
+            key,
+            value,
+        };
+        (log.append(&entry).unwrap(), entry.len() as u64)
+    }
+
+    /// Rewrites record R (writer 1's record 0, of `len` bytes at `r`) in
+    /// place, if it can; then (after `write_out` has the log written out,
+    /// if set) makes it durable and checks that the acknowledgement
+    /// covers its span, to `tail`.
+    fn rewrite_and_confirm(log: &Log, r: u64, len: u64, tail: u64, write_out: bool) {
+        let again = rewritten(1, 0);
+        let entry = Entry {
+            flags: 0,
+            expires_at: None,
+            key: &key(1, 0),
+            value: &again,
+        };
+        if log.update_in_place(r, &entry) {
+            if write_out {
+                log.write_out().unwrap();
+            }
+            log.make_durable(r + len).unwrap();
+            let durable = log.durable();
+            assert!(
+                durable >= tail,
+                "update in place at {r} (span to {tail}) acknowledged at {durable}"
+            );
+        }
+    }
+
     /// Regression (a helper's review of the write-outs taken a page at a
     /// time, 2026-12-06): a group-commit leader writes out up to the tail
     /// in pages, and between two of them a writer appends a record and
@@ -3036,20 +3079,11 @@ mod shuttle_tests {
     fn span_schedule() {
         let dir = tempfile::tempdir().unwrap();
         let log = Arc::new(super::tests::log_in(dir.path(), 24, 16 * PAGE_BYTES, 0));
-        let append = |key: &[u8], value: &[u8]| {
-            let entry = Entry {
-                flags: 0,
-                expires_at: None,
-                key,
-                value,
-            };
-            (log.append(&entry).unwrap(), entry.len() as u64)
-        };
         // Page 0 holds five records; R starts page 1.
         for n in 0..5 {
-            append(&key(0, n), &value(0, n));
+            append_entry(&log, &key(0, n), &value(0, n));
         }
-        let (r, len) = append(&key(1, 0), &value(1, 0));
+        let (r, len) = append_entry(&log, &key(1, 0), &value(1, 0));
         assert!(r >= PAGE_BYTES as u64);
         let leader = {
             let log = Arc::clone(&log);
@@ -3058,29 +3092,9 @@ mod shuttle_tests {
         let writer = {
             let log = Arc::clone(&log);
             thread::spawn(move || {
-                let more = Entry {
-                    flags: 0,
-                    expires_at: None,
-                    key: &key(2, 0),
-                    value: &[3; 1000],
-                };
-                log.append(&more).unwrap();
+                append_entry(&log, &key(2, 0), &[3; 1000]);
                 let tail = log.tail();
-                let again = rewritten(1, 0);
-                let entry = Entry {
-                    flags: 0,
-                    expires_at: None,
-                    key: &key(1, 0),
-                    value: &again,
-                };
-                if log.update_in_place(r, &entry) {
-                    log.make_durable(r + len).unwrap();
-                    let durable = log.durable();
-                    assert!(
-                        durable >= tail,
-                        "update in place at {r} (span to {tail}) acknowledged at {durable}"
-                    );
-                }
+                rewrite_and_confirm(&log, r, len, tail, false);
             })
         };
         leader.join().unwrap();
@@ -3099,20 +3113,11 @@ mod shuttle_tests {
     fn leader_schedule(flusher: bool) {
         let dir = tempfile::tempdir().unwrap();
         let log = Arc::new(super::tests::log_in(dir.path(), 24, 16 * PAGE_BYTES, 0));
-        let append = |log: &Log, key: &[u8], value: &[u8]| {
-            let entry = Entry {
-                flags: 0,
-                expires_at: None,
-                key,
-                value,
-            };
-            (log.append(&entry).unwrap(), entry.len() as u64)
-        };
         for n in 0..3 {
-            append(&log, &key(0, n), &value(0, n));
+            append_entry(&log, &key(0, n), &value(0, n));
         }
         log.make_durable(log.tail()).unwrap();
-        let (x, x_len) = append(&log, &key(0, 3), &value(0, 3));
+        let (x, x_len) = append_entry(&log, &key(0, 3), &value(0, 3));
         let leader = {
             let log = Arc::clone(&log);
             thread::spawn(move || log.make_durable(x + x_len).unwrap())
@@ -3129,29 +3134,12 @@ mod shuttle_tests {
         let writer = {
             let log = Arc::clone(&log);
             thread::spawn(move || {
-                let (r, len) = append(&log, &key(1, 0), &value(1, 0));
+                let (r, len) = append_entry(&log, &key(1, 0), &value(1, 0));
                 // Starts the next page: R's span crosses the page's end.
-                append(&log, &key(2, 0), &value(2, 0));
+                append_entry(&log, &key(2, 0), &value(2, 0));
                 let tail = log.tail();
                 assert!(r < PAGE_BYTES as u64 && tail > PAGE_BYTES as u64);
-                let again = rewritten(1, 0);
-                let entry = Entry {
-                    flags: 0,
-                    expires_at: None,
-                    key: &key(1, 0),
-                    value: &again,
-                };
-                if log.update_in_place(r, &entry) {
-                    if !flusher {
-                        log.write_out().unwrap();
-                    }
-                    log.make_durable(r + len).unwrap();
-                    let durable = log.durable();
-                    assert!(
-                        durable >= tail,
-                        "update in place at {r} (span to {tail}) acknowledged at {durable}"
-                    );
-                }
+                rewrite_and_confirm(&log, r, len, tail, !flusher);
             })
         };
         leader.join().unwrap();
