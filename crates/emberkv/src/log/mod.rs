@@ -868,7 +868,10 @@ impl Log {
                 Some((page, lo, hi)) => (|| {
                     self.enter_segment(&mut cursor, self.storage.segment_of(lo))?;
                     // SAFETY: `lo..hi` is below the `Acquire`-loaded tail,
-                    // so it was fully written and is never written again.
+                    // so it was fully written; an update in place rewrites
+                    // a record only under the flush lock, held here, and
+                    // never below `writing_to` (at least `target`), so
+                    // nothing writes it during or after this read.
                     let bytes = unsafe { page.read(lo, (hi - lo) as usize) };
                     self.storage.write_at(lo, bytes)?;
                     // Progress is kept page by page: after a write that
