@@ -881,6 +881,18 @@ impl Db {
             // Recovered: mark an older store with this format before
             // anything can write a record an older build would misread.
             meta::upgrade(dir, &mut meta)?;
+            // A store without `NEWEST` (an older build's, or its backup's)
+            // gets one naming the newest segment recovery left, whose
+            // header is sound: a newest segment lost after this is then
+            // told from one a crash left while creating it (see
+            // `manifest.rs`), as it is in a store that created it. Best
+            // effort: without it the store is as it was (a full disk
+            // must not stop an open).
+            if matches!(manifest::load_newest(dir, meta.store_id), Ok(None))
+                && let Some(newest) = storage.list()?.into_iter().rfind(|&s| !retired.contains(s))
+            {
+                let _ = manifest::store_newest(dir, meta.store_id, newest);
+            }
         }
         let hot_bytes = if read_only {
             READ_ONLY_HOT_BYTES
@@ -1647,6 +1659,35 @@ mod tests {
         std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
         let db = Db::open(dir.path(), options).unwrap();
         assert_eq!(db.len(), 200);
+        db.close().unwrap();
+        assert!(crate::check::check(dir.path()).unwrap().is_clean());
+    }
+
+    /// A writable open gives a store without `NEWEST` (an older build's,
+    /// or its backup's) one, naming its newest segment; a read-only open
+    /// writes nothing.
+    #[test]
+    fn a_writable_open_writes_newest_for_a_store_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        for k in 0..3_000u32 {
+            db.insert(&k.to_le_bytes(), &[7; 1000]).unwrap();
+        }
+        db.close().unwrap();
+        let newest = dir.path().join("NEWEST");
+        let written = std::fs::read(&newest).unwrap();
+        std::fs::remove_file(&newest).unwrap();
+        Db::open(dir.path(), options.clone().read_only(true))
+            .unwrap()
+            .close()
+            .unwrap();
+        assert!(!newest.exists(), "a read-only open wrote NEWEST");
+        let db = Db::open(dir.path(), options).unwrap();
+        assert_eq!(std::fs::read(&newest).unwrap(), written);
+        assert!(db.core().log.storage().segment_of(db.core().log.tail()) >= 2);
         db.close().unwrap();
         assert!(crate::check::check(dir.path()).unwrap().is_clean());
     }

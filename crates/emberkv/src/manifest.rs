@@ -24,8 +24,9 @@
 //! sound header by a crash while it was created (which recovery creates
 //! again): `NEWEST` can, since a crash leaves it naming at most a segment
 //! whose header was durable. A store without it (an older build's store or
-//! backup) is not checked so until it creates a segment. A backup writes
-//! one naming the newest segment it copied with its header.
+//! backup) is not checked so until a writable open writes it, naming the
+//! newest segment its recovery left (`Db::open`). A backup writes one
+//! naming the newest segment it copied with its header.
 //!
 //! | offset | size | field                                |
 //! |-------:|-----:|--------------------------------------|
