@@ -751,7 +751,8 @@ impl Log {
     /// Checks that a log ending at `end` keeps every segment file within
     /// [`MAX_LOG_SPAN`] of the tail, so that index entries still name
     /// their records (see the index's module docs). Compaction keeps the
-    /// span under half of it and a pass (`compaction::REWRITE_BEHIND`);
+    /// span under half of it plus a segment and what is written before
+    /// compaction's next pass (`compaction::REWRITE_BEHIND`);
     /// only a store with compaction off, or a damaged segment left 128 TiB
     /// behind, can fail this.
     ///
@@ -827,7 +828,7 @@ impl Log {
     /// 2026-12-06 a write-out held the lock to the end, and a writer past
     /// [`MAX_UNFLUSHED_BYTES`] wrote the whole backlog under the append
     /// lock: in a probe of 800,000 keys of 1 KiB, every writer stood still
-    /// for 160-300 ms about three times a second while the first
+    /// for 178-312 ms about three times a second while the first
     /// compaction after the load copied (docs/PERFORMANCE.md). Returns the
     /// target (the lower of `upto` and the tail read under the lock at the
     /// first page), which the files hold everything below.
