@@ -105,20 +105,40 @@ impl Values {
     }
 
     /// Writes version `version` of the value of item `index` into `out`.
+    ///
+    /// Writes each byte once, in place: this runs before every insert of
+    /// a measured phase, and a byte-by-byte build of a 1 KiB value (a
+    /// capacity check per 8-byte push) cost about a tenth of a fill's
+    /// time, the same for every engine.
     pub fn fill(&self, index: u64, version: u64, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&version.to_le_bytes());
-        out.extend_from_slice(&self.check_word(index, version).to_le_bytes());
-        let mut rng = SplitMix64::new(self.check_word(index, version));
-        while out.len() < MIN_VALUE_BYTES + self.random_len {
-            out.extend_from_slice(&rng.next_u64().to_le_bytes());
+        let len = self.size.max(MIN_VALUE_BYTES);
+        let random_end = MIN_VALUE_BYTES + self.random_len;
+        let check = self.check_word(index, version);
+        // Every byte is overwritten below: only a length change writes
+        // zeros first.
+        out.truncate(len);
+        out.resize(len, 0);
+        out[..8].copy_from_slice(&version.to_le_bytes());
+        out[8..MIN_VALUE_BYTES].copy_from_slice(&check.to_le_bytes());
+        // Whole words and keys in fixed-size copies, then one partial
+        // copy each (a copy of a length known only at run time is a call
+        // to `memcpy`).
+        let mut rng = SplitMix64::new(check);
+        let mut words = out[MIN_VALUE_BYTES..random_end].chunks_exact_mut(8);
+        for word in &mut words {
+            word.copy_from_slice(&rng.next_u64().to_le_bytes());
         }
-        out.truncate(MIN_VALUE_BYTES + self.random_len);
+        let rest = words.into_remainder();
+        let n = rest.len();
+        rest.copy_from_slice(&rng.next_u64().to_le_bytes()[..n]);
         let k = key(index);
-        while out.len() < self.size {
-            let take = (self.size - out.len()).min(KEY_BYTES);
-            out.extend_from_slice(&k[..take]);
+        let mut keys = out[random_end..].chunks_exact_mut(KEY_BYTES);
+        for chunk in &mut keys {
+            chunk.copy_from_slice(&k);
         }
+        let rest = keys.into_remainder();
+        let n = rest.len();
+        rest.copy_from_slice(&k[..n]);
     }
 
     /// Whether `got` is some version of the value of item `index`: its
@@ -786,6 +806,44 @@ mod tests {
         assert_ne!(order, delete_order(1, 1_003));
         let sorted = key_order(1_003);
         assert!(sorted.windows(2).all(|w| key(w[0]) < key(w[1])));
+    }
+
+    /// The value as its definition reads, built a push at a time (the
+    /// generator before it wrote in place): the same bytes, so that runs
+    /// before and after that change wrote the same values.
+    fn value_by_definition(v: &Values, index: u64, version: u64) -> Vec<u8> {
+        let check = v.check_word(index, version);
+        let mut out = version.to_le_bytes().to_vec();
+        out.extend_from_slice(&check.to_le_bytes());
+        let mut rng = SplitMix64::new(check);
+        while out.len() < MIN_VALUE_BYTES + v.random_len {
+            out.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        out.truncate(MIN_VALUE_BYTES + v.random_len);
+        while out.len() < v.size {
+            let take = (v.size - out.len()).min(KEY_BYTES);
+            out.extend_from_slice(&key(index)[..take]);
+        }
+        out
+    }
+
+    #[test]
+    fn values_are_the_bytes_of_their_definition_whatever_the_buffer_held() {
+        let mut out = Vec::new();
+        for size in [0, 16, 17, 23, 31, 100, 1024, 4097] {
+            for compressibility in [0.0, 0.3, 0.5, 0.9, 1.0] {
+                let values = Values::new(11, size, compressibility);
+                for (index, version) in [(0, 0), (3, 77), (99_999, 1 << 40)] {
+                    // The buffer last held a value of another length.
+                    out.resize(5_000 - size, 0xAB);
+                    values.fill(index, version, &mut out);
+                    let expected = value_by_definition(&values, index, version);
+                    assert_eq!(out, expected, "{size} bytes, {compressibility}");
+                    values.fill(index, version, &mut out);
+                    assert_eq!(out, expected, "refilled: {size} bytes");
+                }
+            }
+        }
     }
 
     #[test]
