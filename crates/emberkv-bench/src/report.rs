@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::driver::{Config, FULL_CHECK_EVERY, LOAD_BATCH, Measurement, Stop};
+use crate::driver::{Config, FULL_CHECK_EVERY, LATENCY_CLOCK, LOAD_BATCH, Measurement, Stop};
 use crate::engine::{Durability, human_bytes};
 use crate::engines::Kind;
 use crate::workload::{KEY_BYTES, Shape, Workload, ZIPF_THETA};
@@ -113,6 +113,11 @@ pub struct Harness {
     /// results of harnesses that did not measure it.
     #[serde(default)]
     pub settle_s: Option<f64>,
+    /// What timed each operation's latency ([`LATENCY_CLOCK`]); `None` in
+    /// results of harnesses that read `std::time::Instant` (the OS's
+    /// monotonic clock) instead, until 2026-12-06.
+    #[serde(default)]
+    pub latency_clock: Option<String>,
 }
 
 impl Harness {
@@ -131,6 +136,7 @@ impl Harness {
             load_batch: LOAD_BATCH,
             zipf_theta: ZIPF_THETA,
             settle_s: Some(cfg.settle.as_secs_f64()),
+            latency_clock: Some(LATENCY_CLOCK.to_owned()),
         }
     }
 
@@ -269,6 +275,12 @@ pub struct Metrics {
     /// that report them.
     #[serde(default)]
     pub syncs: Option<u64>,
+    /// Fills: the median time of the engine's sync after each pass that
+    /// went through every key, in milliseconds (unmeasured, outside the
+    /// rate; `None` in results of harnesses that did not time it, and
+    /// when no pass went through every key).
+    #[serde(default)]
+    pub fill_sync_ms: Option<f64>,
 }
 
 impl Metrics {
@@ -292,6 +304,7 @@ impl Metrics {
             logical_bytes,
             settled_disk_bytes: None,
             syncs: m.syncs,
+            fill_sync_ms: m.fill_sync_ms(),
         }
     }
 
@@ -321,7 +334,8 @@ impl Metrics {
                 self.latency_curve
                     .iter()
                     .map(|&(_, us)| ("latency_curve", us)),
-            );
+            )
+            .chain(self.fill_sync_ms.map(|ms| ("fill_sync_ms", ms)));
         for (name, value) in values {
             if !value.is_finite() || value.is_sign_negative() {
                 return Err(format!("{name} is {value}"));
@@ -571,7 +585,8 @@ impl Report {
              check word; seed {}. Every engine sees the same operation streams. Each cell \
              measures for {} after {} s of unmeasured warm-up (steady workloads), {} \
              repetition(s); the throughput shown is the median of the repetitions, latencies \
-             are of every measured operation (HdrHistogram per thread, merged). Keys a \
+             are of every measured operation, timed by {} (HdrHistogram per thread, \
+             merged). Keys a \
              cell needs are loaded before it, unmeasured, through the same calls for every \
              engine: groups of {} pairs, each committed as one transaction or write batch \
              where the engine's adapter implements one (and inserted pair by pair \
@@ -591,6 +606,9 @@ impl Report {
             h.window(),
             h.warmup_s,
             h.reps,
+            h.latency_clock
+                .as_deref()
+                .unwrap_or("the OS's monotonic clock (`std::time::Instant`)"),
             thousands(h.load_batch as u64),
             FULL_CHECK_EVERY,
             at_rest,
@@ -831,6 +849,15 @@ impl Report {
                     );
                 }
                 _ => {}
+            }
+            if let Some(ms) = m.fill_sync_ms {
+                let _ = writeln!(
+                    notes,
+                    "- {}: its sync after a pass through every key took {} ms (median; \
+                     outside the rate, as is the work an engine leaves for it).",
+                    c.engine,
+                    millis(ms)
+                );
             }
             let at_rest_due =
                 self.harness.settle_s.is_some() && measured_at_rest(c.kind, c.workload);
@@ -1077,6 +1104,11 @@ pub fn micros(us: f64) -> String {
     }
 }
 
+/// A time in milliseconds, to about 3 significant figures (as [`micros`]).
+fn millis(ms: f64) -> String {
+    micros(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1098,6 +1130,7 @@ mod tests {
             logical_bytes: 1_000,
             settled_disk_bytes: None,
             syncs: None,
+            fill_sync_ms: None,
         }
     }
 
@@ -1167,6 +1200,7 @@ mod tests {
                     Status::Ok,
                     Some(Metrics {
                         syncs: Some(200),
+                        fill_sync_ms: Some(12.345),
                         ..metrics(1_000.0, Some(4), Some(true))
                     }),
                 ),
@@ -1193,6 +1227,35 @@ mod tests {
                 ),
             ],
         }
+    }
+
+    #[test]
+    fn a_fill_s_note_gives_its_sync_after_a_full_pass_and_checks_it() {
+        let md = report().markdown(None);
+        assert!(
+            md.contains("- fast: its sync after a pass through every key took 12.3 ms"),
+            "{md}"
+        );
+        assert!(!md.contains("- ceil: its sync"), "{md}");
+        let m = Metrics {
+            fill_sync_ms: Some(-1.0),
+            ..metrics(1_000.0, Some(4), Some(true))
+        };
+        assert_eq!(m.check(), Err("fill_sync_ms is -1".to_owned()));
+    }
+
+    #[test]
+    fn the_method_names_the_clock_that_timed_the_latencies() {
+        let md = report().markdown(None);
+        assert!(md.contains("timed by the CPU's time-stamp counter"), "{md}");
+        let mut old = report();
+        old.harness.latency_clock = None;
+        let md = old.markdown(None);
+        assert!(md.contains("timed by the OS's monotonic clock"), "{md}");
+        assert!(
+            old.compare(&report()).contains("latency_clock"),
+            "compare names the clock when two runs differ in it"
+        );
     }
 
     #[test]
