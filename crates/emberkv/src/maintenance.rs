@@ -21,31 +21,51 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// a new one: 64 MiB (so a crash replays at most about that much).
 const CHECKPOINT_EVERY: u64 = 64 << 20;
 
-/// The segment being written is sealed early, for compaction, once it holds
-/// at least this many bytes (8 MiB) and a sixteenth of the store's live
-/// record bytes, and it holds [`SEAL_GARBAGE`] of garbage or the files are
-/// past [`GREEDY_SHARE`] of the space bound's room: it cannot be compacted
-/// while it is written, and under uniform overwrites it holds garbage as
-/// much as any other, so a segment large against the data would use up
-/// much of the space bound alone.
+/// The segment being written is sealed early, for compaction, once it
+/// holds at least this many bytes (8 MiB) and a sixteenth of the store's
+/// live record bytes ([`seal_after`]), where its page ends, by the
+/// appender itself (`Log::set_seal_after`, set by the thread of a store
+/// with background compaction, see [`update_seal_after`]), whatever its
+/// garbage: it
+/// cannot be compacted while it is written, under uniform overwrites it
+/// holds garbage as much as any other, and after a bulk load the first
+/// overwrites make garbage of all of it, so a segment large against the
+/// data would use up much of the space bound alone (the first compaction
+/// after a load of 100 MiB into one segment put the files at 2.1-2.5
+/// times the logical bytes; sealed every 8 MiB, at 1.51-1.54, with
+/// overwrites 5-15 % slower during it, docs/PERFORMANCE.md, 2026-12-06).
+/// Each seal costs the flusher a segment change (an fdatasync of the
+/// segment sealed, an fsync of its cut and of the next one's file and
+/// directory entry), which no longer holds writers.
 const SEAL_AT: u64 = 8 << 20;
+
+/// Bytes of a segment past which its appender seals it where its page
+/// ends, for a store of `live` live record bytes: [`SEAL_AT`] and a
+/// sixteenth of them.
+fn seal_after(live: u64) -> u64 {
+    SEAL_AT.max(live / 16)
+}
+
+/// Sets where the appender seals the segment it writes
+/// (`Log::set_seal_after`) to [`seal_after`] the store's live bytes: at
+/// open and at each wake of the maintenance thread of a store with
+/// background compaction (a store without it fills whole segments).
+fn update_seal_after(core: &Core) {
+    let live = core.index.live_bytes().by_segment.values().sum();
+    core.log.set_seal_after(seal_after(live));
+}
 
 /// Least share of garbage (dead records, as [`compaction::dead_bytes`]
 /// counts them: not the header, pads or carried tombstones; 5 %, as
-/// [`GREEDY_MIN_GARBAGE`]) that makes the segment being written due for an
-/// early seal (with [`crate::Options::compress_cold_segments`], any
-/// share: its raw values are worth compressing; past [`GREEDY_SHARE`] of
-/// the space bound's room, any share too: the segment that takes
-/// compaction's copies holds only live records, and sealed on its own
-/// garbage alone it grew to 35-85 MiB under a burst of overwrites, and
-/// segments that large against the room take the files past the bound
-/// while compaction copies them). A segment of records that are all live
-/// has nothing for compaction to reclaim, and each seal
-/// costs the flusher a segment change: an fdatasync of the segment
-/// sealed, an fsync of its cut and of the next one's file and directory
-/// entry. Sealing pure ingest every 8 MiB or so held the harness's
-/// `fillrandom` (100,000 keys of 1 KiB, 8 threads) to 0.75M-0.80M inserts
-/// per second, against 1.18M-1.23M without those seals (docs/PERFORMANCE.md).
+/// [`GREEDY_MIN_GARBAGE`]) that makes `assess` ask for the segment being
+/// written, once past [`seal_after`], to be sealed at once when its page
+/// has not ended for half an [`INTERVAL`] (the writers are slow or idle;
+/// the seal then pads the rest of the page). With
+/// [`crate::Options::compress_cold_segments`] any share (its raw values
+/// are worth compressing), and past [`GREEDY_SHARE`] of the space bound's
+/// room too (the segment that takes compaction's copies holds only live
+/// records). A segment of records that are all live has nothing for
+/// compaction to reclaim: it waits for its page to end.
 const SEAL_GARBAGE: f64 = GREEDY_MIN_GARBAGE;
 
 /// Share of the room the bound leaves for garbage (the files beyond the
@@ -191,6 +211,9 @@ impl Maintenance {
             let compaction = min_garbage
                 .zip(core.space_bound)
                 .map(|(min_garbage, bound)| Compaction { min_garbage, bound });
+            if compaction.is_some() {
+                update_seal_after(&core);
+            }
             thread::spawn("emberkv-maintenance", move || run(&core, &stop, compaction))?
         };
         Ok(Maintenance {
@@ -264,6 +287,7 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>) {
         }
         let mut worked = false;
         if let Some(compaction) = compaction {
+            update_seal_after(core);
             worked = busy_passes(
                 || {
                     matches!(
@@ -426,10 +450,10 @@ fn pass(
 /// [`THROTTLE_SHARE`] of `bound`'s room (or under [`MIN_SLACK`] beyond
 /// the live record bytes and the checkpoint, if more) beside the files,
 /// the checkpoint at its peak and the next pass's copies
-/// (`Footprint::next_copies`), at once if those are past it. Seals the
-/// active segment once it holds [`SEAL_AT`] bytes, a sixteenth of the
-/// live bytes and [`SEAL_GARBAGE`] of garbage (where its current page
-/// ends). Returns whether the files and those copies are past
+/// (`Footprint::next_copies`), at once if those are past it. Asks for
+/// the active segment past [`seal_after`] that holds [`SEAL_GARBAGE`] of
+/// garbage to be sealed where its page ends, or at once if that page
+/// does not end within half an [`INTERVAL`]. Returns whether the files and those copies are past
 /// [`GREEDY_SHARE`] of the bound (and the files past [`MIN_SLACK`]).
 /// Holds `Core::assessing`. Run before each
 /// pass, at milestones during one (compacting one large segment takes
@@ -506,7 +530,7 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
     let garbage = compaction::dead_bytes(core, active, written, active_live, false) as f64;
     let greedy = with_copies > cap(GREEDY_SHARE);
     let worth_sealing = core.compress_cold || greedy || garbage >= SEAL_GARBAGE * written as f64;
-    if written >= SEAL_AT.max(live / 16) && worth_sealing {
+    if written >= seal_after(live) && worth_sealing {
         log.seal_at_page_end(active, INTERVAL / 2)?;
     }
     Ok(greedy)
@@ -938,85 +962,91 @@ mod tests {
         assert_eq!(footprint(core).unwrap().on_disk, all);
     }
 
-    /// The segment being written is sealed early only once a twentieth of
-    /// it is garbage, or with `compress_cold_segments`: 20,000 new keys of
-    /// 1,000 bytes (past `SEAL_AT` and a sixteenth of the live bytes) and
-    /// 2,000 more after an assessment leave it active; so does overwriting
-    /// 800 of them (3.5 % of it; then 1,100 new keys, past a page end);
-    /// overwriting 1,200 more (8 % in all) makes the next assessment seal
-    /// it where its page ends.
+    /// The appender seals the segment it writes where a page ends once the
+    /// segment holds `seal_after` bytes, whatever its garbage: a fresh
+    /// store with background compaction takes 20,000 new keys of 1,000
+    /// bytes (about 20.6 MB) into three segments, the first two each
+    /// sealed within a page past 8 MiB; without compaction, into one. The
+    /// maintenance thread did this alone until 2026-12-06, and a load of
+    /// 100 MiB outran it into one segment, whose first compaction put the
+    /// files at 2.1-2.5 times the logical bytes (docs/PERFORMANCE.md).
     #[test]
-    fn the_segment_written_is_sealed_early_once_it_holds_garbage() {
-        for compress_cold in [false, true] {
+    fn pure_ingest_is_sealed_where_a_page_ends_past_seal_after() {
+        for compaction in [true, false] {
             let dir = tempfile::tempdir().unwrap();
-            let options = Options::default()
-                .compaction_garbage(None)
-                .compress_cold_segments(compress_cold);
+            let options = Options::default().compaction_garbage(compaction.then_some(0.5));
             let db = Db::open(dir.path(), options).unwrap();
             let core = db.core();
-            let insert = |keys| insert(&db, keys);
-            let active = || active(core);
-            insert(0..20_000);
-            assert!(core.log.appended() >= SEAL_AT.max(20_000_000 / 16));
-            assess(core, 2.0).unwrap();
-            insert(20_000..22_000);
-            assert_eq!(
-                active(),
-                if compress_cold { 1 } else { 0 },
-                "{compress_cold}"
-            );
-            if compress_cold {
+            insert(&db, 0..20_000);
+            let storage = core.log.storage();
+            if !compaction {
+                assert_eq!(active(core), 0);
                 continue;
             }
-            insert(0..800);
-            assess(core, 2.0).unwrap();
-            insert(22_000..23_100);
-            assert_eq!(active(), 0, "3.5 % of garbage");
-            insert(800..2_000);
-            assess(core, 2.0).unwrap();
-            insert(23_100..25_100);
-            assert_eq!(active(), 1);
+            assert_eq!(active(core), 2);
+            db.sync().unwrap();
+            for seg in 0..2 {
+                let len = std::fs::metadata(storage.path(seg)).unwrap().len();
+                let past = len - SEAL_AT;
+                assert!(
+                    past < crate::log::PAGE_BYTES as u64,
+                    "segment {seg}: {len} bytes"
+                );
+            }
         }
     }
 
-    /// Pads are not garbage: pure ingest of values of 300 KiB, whose pads
-    /// at page ends (three records to a page of 1 MiB) pass 5 % of the
-    /// segment, is not sealed early (it was, every 8 MiB, when pads
-    /// counted as garbage).
+    /// The maintenance thread seals the segment written at once, mid-page,
+    /// when it is past `seal_after`, holds garbage, and its page has not
+    /// ended for half an interval (the writers are slow or idle). Not for
+    /// pads: pure ingest of values of 300 KiB, whose pads at page ends
+    /// (three records to a page of 1 MiB) pass 5 % of the segment, waits
+    /// for its page to end (it was sealed at once, every 8 MiB, when pads
+    /// counted as garbage). Without background compaction, so that only
+    /// the test's assessments seal: 70 values of 300 KiB, or 20,000 of
+    /// 1,000 bytes with 2,000 of them overwritten (9 % garbage).
     #[test]
-    fn pads_do_not_make_the_segment_written_due_for_an_early_seal() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
-        let core = db.core();
-        let value = vec![7u8; 300 << 10];
-        for k in 0..70u32 {
-            db.insert(&k.to_le_bytes(), &value).unwrap();
+    fn a_segment_with_garbage_is_sealed_at_once_when_its_page_does_not_end() {
+        for garbage in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path(), Options::default().compaction_garbage(None)).unwrap();
+            let core = db.core();
+            if garbage {
+                insert(&db, 0..20_000);
+                insert(&db, 0..2_000);
+            } else {
+                let value = vec![7u8; 300 << 10];
+                for k in 0..70u32 {
+                    db.insert(&k.to_le_bytes(), &value).unwrap();
+                }
+                let Footprint { written, .. } = footprint(core).unwrap();
+                let pads = core.log.pad_bytes(0);
+                assert!(
+                    pads as f64 >= SEAL_GARBAGE * written as f64,
+                    "{pads} of {written}"
+                );
+            }
+            assert!(!assess(core, 2.0).unwrap());
+            std::thread::sleep(INTERVAL / 2);
+            assert!(!assess(core, 2.0).unwrap());
+            assert_eq!(active(core), u64::from(garbage), "{garbage}");
         }
-        let Footprint { written, .. } = footprint(core).unwrap();
-        let pads = core.log.pad_bytes(0);
-        assert!(
-            pads as f64 >= SEAL_GARBAGE * written as f64,
-            "{pads} of {written}"
-        );
-        assert!(!assess(core, 2.0).unwrap());
-        for k in 70..80u32 {
-            db.insert(&k.to_le_bytes(), &value).unwrap();
-        }
-        assert_eq!(active(core), 0);
     }
 
-    /// The segment being written is sealed early too, though it holds no
-    /// garbage, once the files are past the greedy level of the space
-    /// bound: the segment that takes compaction's copies holds only live
-    /// records, and under a burst of overwrites after a bulk load it grew
-    /// to 35-85 MiB before the rule. Below that level it is not (a store
-    /// with some garbage elsewhere takes a bulk load of new keys without
-    /// seals). 20,000 keys of 1,000 bytes, sealed; then, after overwriting
-    /// all of them or none, 9,000 new keys (past `SEAL_AT` and a sixteenth
-    /// of the live bytes); assessed at a bound that puts the files past
-    /// the greedy level or not.
+    /// `assess` asks for the segment being written to be sealed, though
+    /// it holds no garbage, once the files are past the greedy level of
+    /// the space bound: the segment that takes compaction's copies holds
+    /// only live records, and under a burst of overwrites after a bulk
+    /// load it grew to 35-85 MiB before the rule. Below that level it
+    /// does not (the appender seals such a segment itself, in a store
+    /// with background compaction: `pure_ingest_is_sealed_where_a_page_ends_past_seal_after`).
+    /// Without background compaction, so that only `assess` seals: 20,000
+    /// keys of 1,000 bytes, sealed; then, after overwriting all of them or
+    /// none, 9,000 new keys (past `SEAL_AT` and a sixteenth of the live
+    /// bytes); assessed at a bound that puts the files past the greedy
+    /// level or not.
     #[test]
-    fn the_segment_written_is_sealed_early_once_the_files_are_past_the_greedy_level() {
+    fn assess_seals_the_segment_written_past_the_greedy_level_whatever_its_garbage() {
         for (overwrite, bound, greedy) in
             [(false, 1.5, false), (true, 2.0, false), (true, 1.5, true)]
         {

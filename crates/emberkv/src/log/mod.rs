@@ -216,6 +216,10 @@ pub(crate) struct Log {
     /// compaction while writers fill the segment.
     pub(crate) milestones: Mutex<u64>,
     pub(crate) milestone_reached: Condvar,
+    /// Bytes of a segment past which the appender starts the next segment
+    /// where its current page ends (see [`Log::set_seal_after`]);
+    /// `u64::MAX`, the default: only at a segment's end.
+    seal_after: AtomicU64,
     /// Signalled whenever a page is sealed, so the flusher starts writing it.
     pub(crate) page_sealed: Condvar,
     pub(crate) page_sealed_lock: Mutex<()>,
@@ -314,6 +318,7 @@ impl Log {
             page_pool,
             milestones: Mutex::new(0),
             milestone_reached: Condvar::new(),
+            seal_after: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -599,6 +604,16 @@ impl Log {
         self.next_page(&mut a, 0, true)
     }
 
+    /// Makes the appender seal the segment it writes where its page ends
+    /// once the segment holds `bytes` (its header and pads included), so
+    /// that the maintenance thread, which a fast load of new keys can
+    /// starve of CPU, need not ask for each seal (it sets `bytes`, see
+    /// `maintenance::update_seal_after`). `u64::MAX`: only at a segment's
+    /// end.
+    pub(crate) fn set_seal_after(&self, bytes: u64) {
+        self.seal_after.store(bytes, Ordering::Relaxed);
+    }
+
     /// Asks for segment `seg`, if it is still the one appended to, to be
     /// sealed where its current page ends: the page after it starts the
     /// next segment. Unlike [`Log::seal_segment`], which pads the rest of
@@ -634,7 +649,9 @@ impl Log {
         let new_segment = new_segment
             || a.seal_pending
                 .take()
-                .is_some_and(|(pending, _)| pending == seg);
+                .is_some_and(|(pending, _)| pending == seg)
+            || a.page.end() - self.storage.segment_start(seg)
+                >= self.seal_after.load(Ordering::Relaxed);
         let room = a.page.end() - a.tail;
         if room >= HEADER_BYTES as u64 {
             *self.pad_bytes.lock().entry(seg).or_default() += room;
