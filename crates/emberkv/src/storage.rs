@@ -779,10 +779,13 @@ impl Segments {
     /// cuts them off (a segment that has a successor was cut to its
     /// records for good: nothing for it).
     ///
+    /// No zeros go at or past byte `end` of the segment (where the
+    /// appender will have sealed it; `u64::MAX`: its end).
+    ///
     /// A failed write (a full disk, say) is no error: it writes no more
     /// zeros, and the records' writes that follow append as without them
     /// and report a real lack of room.
-    pub(crate) fn write_zeros_ahead(&self, seg: u64) -> bool {
+    pub(crate) fn write_zeros_ahead(&self, seg: u64, end: u64) -> bool {
         if self.zeros_ahead == 0 {
             return false;
         }
@@ -802,7 +805,10 @@ impl Segments {
         if wanted < from + ZEROS_AT_ONCE {
             return false;
         }
-        let to = (from + ZEROS_AT_ONCE).min(self.segment_size());
+        let to = (from + ZEROS_AT_ONCE).min(self.segment_size()).min(end);
+        if to <= from {
+            return false;
+        }
         let mut at = from;
         while at < to {
             let len = ZEROS.len().min((to - at) as usize);
@@ -1238,6 +1244,25 @@ mod tests {
         assert_eq!(len(2), at + 10);
     }
 
+    /// Zeros stop where the appender will seal the segment: past it, the
+    /// next segment's creation cut them off again (with a seal every 8
+    /// MiB, 3-4 MiB of zeros written and synced for each, by a review's
+    /// count).
+    #[test]
+    fn zeros_stop_where_the_segment_will_be_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), 26, 7, true, Ahead::Zeros);
+        let len = || std::fs::metadata(segments.path(0)).unwrap().len();
+        segments.create(0, 0).unwrap();
+        let records_end = SEGMENT_HEADER_BYTES + 1000;
+        segments.write_at(SEGMENT_HEADER_BYTES, &[5; 1000]).unwrap();
+        let end = records_end + 3000;
+        assert!(segments.write_zeros_ahead(0, end));
+        assert_eq!(len(), end);
+        assert!(!segments.write_zeros_ahead(0, end));
+        assert_eq!(len(), end);
+    }
+
     #[test]
     fn zeros_are_written_ahead_of_the_writes_and_never_over_them() {
         const BIG: u32 = 26; // 64 MiB segments: zeros 4 MiB ahead
@@ -1247,7 +1272,7 @@ mod tests {
         // Tops up as the flusher does: a megabyte at a time.
         let top_up = |seg| {
             let mut wrote = false;
-            while segments.write_zeros_ahead(seg) {
+            while segments.write_zeros_ahead(seg, u64::MAX) {
                 wrote = true;
             }
             segments.sync_zeros(seg).unwrap();
@@ -1255,12 +1280,12 @@ mod tests {
         };
         let at = SEGMENT_HEADER_BYTES;
         // Nothing for a segment not open.
-        assert!(!segments.write_zeros_ahead(0));
+        assert!(!segments.write_zeros_ahead(0, u64::MAX));
         segments.create(0, 0).unwrap();
         // Records' writes allocate nothing ahead by themselves.
         segments.write_at(at, &[5; 1000]).unwrap();
         assert_eq!(file(0).len() as u64, at + 1000);
-        assert!(segments.write_zeros_ahead(0));
+        assert!(segments.write_zeros_ahead(0, u64::MAX));
         assert_eq!(file(0).len() as u64, at + 1000 + ZEROS_AT_ONCE);
         assert!(top_up(0));
         let bytes = file(0);
@@ -1311,12 +1336,12 @@ mod tests {
         let end = (1 << BIG) - (2 << 20) + 10;
         segments.create(1, end).unwrap();
         assert_eq!(file(0).len() as u64, end);
-        assert!(!segments.write_zeros_ahead(0));
+        assert!(!segments.write_zeros_ahead(0, u64::MAX));
         assert_eq!(file(0).len() as u64, end);
         // A store that allocates ahead writes no zeros.
         let allocating = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
         allocating.write_at((1 << BIG) + at, &[1; 10]).unwrap();
-        assert!(!allocating.write_zeros_ahead(1));
+        assert!(!allocating.write_zeros_ahead(1, u64::MAX));
     }
 
     #[test]

@@ -770,8 +770,11 @@ impl Log {
     /// their records (see the index's module docs). Compaction keeps the
     /// span under half of it plus a segment and what is written before
     /// compaction's next pass (`compaction::REWRITE_BEHIND`);
-    /// only a store with compaction off, or a damaged segment left 128 TiB
-    /// behind, can fail this.
+    /// only a store with compaction off, or a damaged segment (which
+    /// compaction never takes) or a retired one an iterator keeps, left
+    /// 128 TiB of addresses behind, can fail this: addresses, not bytes
+    /// written, since each seal skips the rest of its segment's range (at
+    /// a seal every 8 MiB of a 256 MiB segment, 4 TiB written).
     ///
     /// # Errors
     /// [`Error::Io`] when the oldest segment file is too far behind.
@@ -1451,7 +1454,14 @@ impl Log {
             // (and the segment cut to its records) only under it, and only
             // once the tail has moved into the successor.
             let seg = self.storage.segment_of(self.tail());
-            if self.poisoned.load(Ordering::Relaxed) || !self.storage.write_zeros_ahead(seg) {
+            // No zeros past where the appender will seal the segment (at
+            // the first page end past `seal_after`; a larger page ends
+            // later, and its last writes append): the next segment's
+            // creation would cut them off again: with a seal every 8 MiB,
+            // 3-4 MiB of zeros written and synced for each (found in
+            // review).
+            let end = (self.seal_after.load(Ordering::Relaxed)).saturating_add(PAGE_BYTES as u64);
+            if self.poisoned.load(Ordering::Relaxed) || !self.storage.write_zeros_ahead(seg, end) {
                 break;
             }
             wrote = Some(seg);
