@@ -24,11 +24,10 @@ const CHECKPOINT_EVERY: u64 = 64 << 20;
 /// The segment being written is sealed early, for compaction, once it
 /// holds at least this many bytes (8 MiB) and a sixteenth of the store's
 /// live record bytes ([`seal_after`]), where its page ends, by the
-/// appender itself (`Log::set_seal_after`, set by the thread of a store
-/// with background compaction, see [`update_seal_after`]), whatever its
-/// garbage: it
-/// cannot be compacted while it is written, under uniform overwrites it
-/// holds garbage as much as any other, and after a bulk load the first
+/// appender itself (`Log::set_seal_after`, set for a store with
+/// background compaction, see [`update_seal_after`]), whatever its
+/// garbage: it cannot be compacted while it is written, under uniform
+/// overwrites it holds garbage as much as any other, and after a bulk load the first
 /// overwrites make garbage of all of it, so a segment large against the
 /// data would use up much of the space bound alone (the first compaction
 /// after a load of 100 MiB into one segment put the files at 2.1-2.5
@@ -51,12 +50,14 @@ fn seal_after(live: u64) -> u64 {
 }
 
 /// Sets where the appender seals the segment it writes
-/// (`Log::set_seal_after`) to [`seal_after`] the store's live bytes: at
-/// open and at each wake of the maintenance thread of a store with
-/// background compaction (a store without it fills whole segments).
-fn update_seal_after(core: &Core) {
-    let live = core.index.live_bytes().by_segment.values().sum();
-    core.log.set_seal_after(seal_after(live));
+/// (`Log::set_seal_after`) to [`seal_after`] `live` bytes, for a store
+/// with background compaction (one without it fills whole segments): at
+/// open, then at each assessment (`assess`, which every pass of the
+/// maintenance thread runs first).
+fn update_seal_after(core: &Core, live: u64) {
+    if core.space_bound.is_some() {
+        core.log.set_seal_after(seal_after(live));
+    }
 }
 
 /// Least share of garbage (dead records, as [`compaction::dead_bytes`]
@@ -215,9 +216,7 @@ impl Maintenance {
             let compaction = min_garbage
                 .zip(core.space_bound)
                 .map(|(min_garbage, bound)| Compaction { min_garbage, bound });
-            if compaction.is_some() {
-                update_seal_after(&core);
-            }
+            update_seal_after(&core, core.index.live_bytes().by_segment.values().sum());
             thread::spawn("emberkv-maintenance", move || run(&core, &stop, compaction))?
         };
         Ok(Maintenance {
@@ -291,7 +290,6 @@ fn run(core: &Core, stop: &AtomicBool, compaction: Option<Compaction>) {
         }
         let mut worked = false;
         if let Some(compaction) = compaction {
-            update_seal_after(core);
             worked = busy_passes(
                 || {
                     matches!(
@@ -514,6 +512,7 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
         ..
     } = files;
     *assessed = appended;
+    update_seal_after(core, live);
     // Room is kept for the copies of the next compaction pass, which
     // stand on disk beside its segment until the pass ends. The slack is
     // the files' own: counted against the copies too, it held the writers

@@ -1460,7 +1460,10 @@ impl Log {
             // creation would cut them off again: with a seal every 8 MiB,
             // 3-4 MiB of zeros written and synced for each (found in
             // review).
-            let end = (self.seal_after.load(Ordering::Relaxed)).saturating_add(PAGE_BYTES as u64);
+            let end = self
+                .seal_after
+                .load(Ordering::Relaxed)
+                .saturating_add(PAGE_BYTES as u64);
             if self.poisoned.load(Ordering::Relaxed) || !self.storage.write_zeros_ahead(seg, end) {
                 break;
             }
