@@ -1610,6 +1610,20 @@ fn run_after_append_hook() {
 mod tests {
     use super::*;
 
+    /// Options of 1 MiB segments without background compaction, and a
+    /// store in `dir` opened with them that holds keys `0..keys` (their
+    /// `u32` bytes) with values of 1,000 bytes.
+    fn small_segments_holding(dir: &Path, keys: u32) -> (Options, Db) {
+        let options = Options::default()
+            .segment_bytes(1 << 20)
+            .compaction_garbage(None);
+        let db = Db::open(dir, options.clone()).unwrap();
+        for k in 0..keys {
+            db.insert(&k.to_le_bytes(), &[7; 1000]).unwrap();
+        }
+        (options, db)
+    }
+
     /// A newest segment holding only its header, covered by a checkpoint,
     /// whose header is then damaged in a store without `NEWEST` (an older
     /// build's): recovery creates it again, and must record the previous
@@ -1620,13 +1634,7 @@ mod tests {
     #[test]
     fn a_newest_segment_created_again_after_a_checkpoint_keeps_the_one_before() {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None);
-        let db = Db::open(dir.path(), options.clone()).unwrap();
-        for k in 0..200u32 {
-            db.insert(&k.to_le_bytes(), &[7; 1000]).unwrap();
-        }
+        let (options, db) = small_segments_holding(dir.path(), 200);
         db.core().log.seal_segment().unwrap();
         db.sync().unwrap();
         let storage = db.core().log.storage();
@@ -1669,13 +1677,7 @@ mod tests {
     #[test]
     fn a_writable_open_writes_newest_for_a_store_without_it() {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options::default()
-            .segment_bytes(1 << 20)
-            .compaction_garbage(None);
-        let db = Db::open(dir.path(), options.clone()).unwrap();
-        for k in 0..3_000u32 {
-            db.insert(&k.to_le_bytes(), &[7; 1000]).unwrap();
-        }
+        let (options, db) = small_segments_holding(dir.path(), 3_000);
         db.close().unwrap();
         let newest = dir.path().join("NEWEST");
         let written = std::fs::read(&newest).unwrap();
