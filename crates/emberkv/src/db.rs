@@ -1343,16 +1343,7 @@ impl Db {
     pub fn stats(&self) -> Result<Stats> {
         let totals = self.core.index.totals();
         let disk_bytes = files_bytes(&self.core.dir)?;
-        let storage = self.core.log.storage();
-        // The segment before the active one holds its allocation until
-        // its successor's file is created (by the next write-out after a
-        // seal).
-        let active = storage.segment_of(self.core.log.tail());
-        let ahead = storage.allocated_ahead(active)
-            + active
-                .checked_sub(1)
-                .map_or(0, |s| storage.allocated_ahead(s));
-        let disk_bytes = disk_bytes.saturating_sub(ahead);
+        let disk_bytes = disk_bytes.saturating_sub(self.core.log.storage().allocated_ahead());
         Ok(Stats::new(
             totals,
             disk_bytes,

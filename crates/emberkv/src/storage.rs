@@ -732,13 +732,20 @@ impl Segments {
         Ok(self.open(seg)?.written.load(Ordering::Acquire))
     }
 
-    /// Bytes of segment `seg`'s file allocated ahead of its writes (0 for a
-    /// segment not open).
-    pub(crate) fn allocated_ahead(&self, seg: u64) -> u64 {
-        self.open.load().get(&seg).map_or(0, |s| {
-            let written = s.written.load(Ordering::Acquire);
-            s.allocated.load(Ordering::Relaxed).saturating_sub(written)
-        })
+    /// Bytes of the open segments' files allocated (or written with zeros)
+    /// ahead of their writes, in all: the active segment's, and those of
+    /// the segments before it that the flusher has not yet written out to
+    /// their end (each keeps its allocation until its successor's file is
+    /// created). 0 for segments opened only to be read.
+    pub(crate) fn allocated_ahead(&self) -> u64 {
+        self.open
+            .load()
+            .values()
+            .map(|s| {
+                let written = s.written.load(Ordering::Acquire);
+                s.allocated.load(Ordering::Relaxed).saturating_sub(written)
+            })
+            .sum()
     }
 
     /// Writes `bytes` at log address `addr` (the segment must exist).
@@ -1208,6 +1215,28 @@ mod tests {
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES).unwrap(), [9; 40]);
     }
 
+    /// Regression (review of `bf5ca61`, 2026-12-06): `Db::stats` took off
+    /// the allocations of the segment at the log's tail and the one before
+    /// it only, so while the flusher wrote out a segment further behind
+    /// (the appender seals every 8 MiB, so the hot tier can hold several),
+    /// that segment's allocation was counted as space on disk.
+    #[test]
+    fn the_space_allocated_ahead_is_summed_over_every_open_segment() {
+        const BIG: u32 = 26;
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let at = SEGMENT_HEADER_BYTES;
+        segments.create(0, 0).unwrap();
+        segments.write_at(at, &[5; 1000]).unwrap();
+        // Segment 1's file is not created yet: segment 2's creation leaves
+        // segment 0 as it is.
+        segments.create(2, at).unwrap();
+        segments.write_at((2 << BIG) + at, &[6; 10]).unwrap();
+        assert_eq!(segments.allocated_ahead(), 2 << 20);
+        segments.trim(0).unwrap();
+        assert_eq!(segments.allocated_ahead(), 1 << 20);
+    }
+
     #[test]
     fn writes_allocate_ahead_and_creating_the_next_segment_cuts_the_previous_back() {
         const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
@@ -1219,7 +1248,7 @@ mod tests {
         segments.write_at(at, &[5; 1000]).unwrap();
         assert_eq!(len(0), at + 1000 + (1 << 20));
         assert_eq!(segments.written_len(0).unwrap(), at + 1000);
-        assert_eq!(segments.allocated_ahead(0), 1 << 20);
+        assert_eq!(segments.allocated_ahead(), 1 << 20);
         // The map answers for the records only, not the zeros after them.
         assert_eq!(mapped(&segments, at).unwrap(), [5; 1000]);
         // A write inside the allocation leaves the file's length alone.
@@ -1229,7 +1258,7 @@ mod tests {
         // is cut to it first.
         segments.create(1, at + 2000).unwrap();
         assert_eq!(len(0), at + 2000);
-        assert_eq!(segments.allocated_ahead(0), 0);
+        assert_eq!(segments.allocated_ahead(), 0);
         assert_eq!(mapped(&segments, at).unwrap().len(), 2000);
         // A clean close gives the active segment's allocation back.
         segments.write_at((1 << BIG) + at, &[7; 10]).unwrap();
@@ -1293,7 +1322,7 @@ mod tests {
         assert_eq!(bytes[at as usize..][..1000], [5; 1000]);
         assert!(bytes[(at + 1000) as usize..].iter().all(|&b| b == 0));
         assert_eq!(segments.written_len(0).unwrap(), at + 1000);
-        assert_eq!(segments.allocated_ahead(0), ZEROS_AHEAD);
+        assert_eq!(segments.allocated_ahead(), ZEROS_AHEAD);
         assert_eq!(mapped(&segments, at).unwrap(), [5; 1000]);
         // Less than a megabyte used: nothing to top up.
         segments.write_at(at + 1000, &[6; 1000]).unwrap();
