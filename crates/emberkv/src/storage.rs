@@ -858,6 +858,41 @@ impl Segments {
         }
     }
 
+    /// Starts writing the bytes at log addresses `from..to` of one
+    /// segment (`from` is raised to the segment's first byte) from the page
+    /// cache to the disk, and returns without waiting for the writes:
+    /// `sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE` alone, as
+    /// RocksDB's `bytes_per_sync` does. The fdatasync that later makes the
+    /// range durable then waits for little more than the last page. It is
+    /// a hint, so it reports nothing: a write it started that fails sets
+    /// the file's write-back error, which that fdatasync reports (the
+    /// flag that would wait, `SYNC_FILE_RANGE_WAIT_AFTER`, would consume
+    /// the error for this descriptor, and is not used). Nothing is done for
+    /// a segment not open.
+    pub(crate) fn start_writeback(&self, from: u64, to: u64) {
+        let seg = self.segment_of(to.saturating_sub(1));
+        let from = from.max(self.segment_start(seg));
+        let Some(segment) = self.open.load().get(&seg).cloned() else {
+            return;
+        };
+        let (Ok(offset), Ok(len)) = (
+            libc::off64_t::try_from(self.offset_in_segment(from)),
+            libc::off64_t::try_from(to.saturating_sub(from)),
+        ) else {
+            return;
+        };
+        // SAFETY: `sync_file_range` on a file descriptor that `segment.file`
+        // keeps open; it touches no memory of this process.
+        let _ = unsafe {
+            libc::sync_file_range(
+                segment.file.as_raw_fd(),
+                offset,
+                len,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+    }
+
     /// fdatasyncs segment `seg`.
     pub(crate) fn sync(&self, seg: u64) -> Result<()> {
         #[cfg(test)]
@@ -1213,6 +1248,32 @@ mod tests {
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES).unwrap(), [9; 100]);
         segments.truncate(0, SEGMENT_HEADER_BYTES + 40).unwrap();
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES).unwrap(), [9; 40]);
+    }
+
+    /// A started write-back sends the range's bytes to the disk and
+    /// changes nothing the store sees: the bytes and lengths stay, a range
+    /// reaching below its segment is cut at the segment's first byte, and
+    /// a segment not open is neither opened nor created.
+    #[test]
+    fn a_started_write_back_changes_nothing_the_store_sees() {
+        const BIG: u32 = 26;
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let at = SEGMENT_HEADER_BYTES;
+        segments.create(0, 0).unwrap();
+        segments.write_at(at, &[5; 1000]).unwrap();
+        segments.start_writeback(0, at + 1000);
+        segments.create(1, at + 1000).unwrap();
+        let one = 1 << BIG;
+        segments.write_at(one + at, &[6; 3000]).unwrap();
+        segments.start_writeback(one - 4096, one + at + 3000);
+        segments.start_writeback(2 * one, 2 * one + 4096);
+        assert!(!segments.path(2).exists());
+        assert_eq!(segments.list().unwrap(), [0, 1]);
+        assert_eq!(segments.written_len(1).unwrap(), at + 3000);
+        segments.sync(1).unwrap();
+        assert_eq!(mapped(&segments, at).unwrap(), [5; 1000]);
+        assert_eq!(mapped(&segments, one + at).unwrap(), [6; 3000]);
     }
 
     /// Regression (review of `bf5ca61`, 2026-12-06): `Db::stats` took off

@@ -2,8 +2,8 @@
 //! while other threads read the records already published in it.
 //!
 //! This is the crate's `unsafe` memory module (the log calls its unsafe
-//! `fill` and `read`; `storage` has two foreign calls of its own: the
-//! segment maps and `fallocate`). The invariant that makes it
+//! `fill` and `read`; `storage` has three foreign calls of its own: the
+//! segment maps, `fallocate` and `sync_file_range`). The invariant that makes it
 //! sound: a byte range of a page is written once, by the appender (which
 //! holds the log's append lock, so writers never overlap), and only *after*
 //! that write is its address published (a `Release` store of the log tail or
