@@ -37,7 +37,9 @@ use crate::index::MAX_LOG_SPAN;
 use crate::record::{self, Entry, HEADER_BYTES, Header, Record};
 #[cfg(test)]
 use crate::storage::Ahead;
-use crate::storage::{SEGMENT_HEADER_BYTES, Segments, ZEROS_AHEAD, ZEROS_AT_ONCE};
+use crate::storage::{
+    SEGMENT_HEADER_BYTES, Segments, ZEROS_AHEAD, ZEROS_AT_ONCE, writeback_unsupported,
+};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Condvar, Mutex, MutexGuard, SleepingMutex};
 pub(crate) use page::Page;
@@ -900,9 +902,16 @@ impl Log {
                     // fdatasync, which every writer waiting for a segment
                     // change, a group commit or a compaction's retirement
                     // then waits for (overwrites about a fifth faster,
-                    // docs/PERFORMANCE.md, 2026-12-06).
-                    if hi == page.end() {
-                        self.storage.start_writeback(page.start(), hi);
+                    // docs/PERFORMANCE.md, 2026-12-06). A failure to start
+                    // is a failed fdatasync's (see `start_writeback`): the
+                    // log is poisoned, under this lock, before any later
+                    // fdatasync could report the pages durable.
+                    if hi == page.end()
+                        && let Err(e) = self.storage.start_writeback(page.start(), hi)
+                        && !writeback_unsupported(&e)
+                    {
+                        self.poisoned.store(true, Ordering::Relaxed);
+                        return Err(e.into());
                     }
                     // Progress is kept page by page: after a write that
                     // found the disk full, the next write-out resumes here,
@@ -2788,6 +2797,45 @@ pub(crate) mod tests {
             value: b"v",
         };
         assert!(matches!(log.append(&entry), Err(Error::Closed)));
+    }
+
+    /// Regression (review of `e3584bd`): a page's write-back that fails to
+    /// start poisons the log as a failed fdatasync does, a lack of space
+    /// included (the file system may have dropped the pages it could not
+    /// place, and a later fdatasync would find nothing to report); one
+    /// the file or the kernel does not support is ignored.
+    #[test]
+    fn a_write_back_that_fails_to_start_poisons_the_log() {
+        const EIO: i32 = 5;
+        const ENOSPC: i32 = 28;
+        const ENOSYS: i32 = 38;
+        let entry = Entry {
+            flags: 0,
+            expires_at: None,
+            key: b"k",
+            value: b"v",
+        };
+        for (errno, poisons) in [(EIO, true), (ENOSPC, true), (ENOSYS, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = log_in(dir.path(), 26, 16 << 20, 0);
+            let value = vec![4u8; 100 << 10];
+            let mut i = 0;
+            while log.tail() < 3 << 20 {
+                append_numbered(&log, i, &value);
+                i += 1;
+            }
+            log.storage
+                .fail_writeback_with
+                .store(errno, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(log.write_out().is_err(), poisons, "errno {errno}");
+            if poisons {
+                assert!(matches!(log.append(&entry), Err(Error::Closed)));
+                assert!(log.sync_all().is_err());
+            } else {
+                log.append(&entry).unwrap();
+                log.sync_all().unwrap();
+            }
+        }
     }
 
     /// The bytes unflushed are counted, not the addresses: at a seal the
