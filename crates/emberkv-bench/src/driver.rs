@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Engine;
 use crate::hist::Latencies;
+use crate::watchdog::{BEAT_EVERY, WATCHDOG};
 use crate::workload::{
     KEY_BYTES, Op, OpStream, ScrambledZipfian, Shape, StreamSpec, Values, Workload, ZIPF_THETA,
     delete_order, fill_order, key, key_index, key_order, new_key_index, share,
@@ -63,6 +64,10 @@ pub struct Config {
     /// the space its background compaction leaves once writers stop.
     #[serde(default)]
     pub settle: Duration,
+    /// How long a worker may go without finishing an operation, a load
+    /// batch or a step before it is taken for hung (see
+    /// [`crate::watchdog`]).
+    pub stall: Duration,
     /// Whether to draw progress bars (on standard error).
     pub progress: bool,
 }
@@ -257,6 +262,7 @@ impl<'a> Bench<'a> {
             label: label.to_owned(),
             clock: quanta::Clock::new(),
         };
+        WATCHDOG.doing(format!("{label}: opening its store"));
         bench.fresh_store()?;
         if verify {
             bench.probe()?;
@@ -296,10 +302,12 @@ impl<'a> Bench<'a> {
             let old = self.store_dir();
             fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
             self.store_no += 1;
+            WATCHDOG.beat();
         }
         let dir = self.store_dir();
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         self.engine = Some((self.open)(&dir).context("opening the store")?);
+        WATCHDOG.beat();
         self.present.clear();
         self.present.resize(self.keys as usize, false);
         self.present_count = 0;
@@ -317,6 +325,7 @@ impl<'a> Bench<'a> {
     /// loaded one, each repeated until the window is filled. A wrong read
     /// is an error.
     pub fn run(&mut self, workload: Workload) -> Result<Outcome> {
+        WATCHDOG.doing(format!("{} {workload}", self.label));
         if workload.needs_scans() && !self.engine().scans() {
             return Ok(Outcome::Unsupported(
                 "no ordered scans (keys are not kept in order)".to_owned(),
@@ -366,6 +375,7 @@ impl<'a> Bench<'a> {
                 if workload.shape() == Shape::Fill && out.exhausted {
                     let synced = Instant::now();
                     self.engine().sync()?;
+                    WATCHDOG.beat();
                     m.fill_syncs.push(synced.elapsed());
                     m.space = Some(self.space_on_disk()?);
                 }
@@ -394,7 +404,13 @@ impl<'a> Bench<'a> {
     /// [`Config::settle`] and then a sync: what the engine's background
     /// work (compaction) leaves once writers stop.
     pub fn settled_disk_bytes(&self) -> Result<u64> {
-        std::thread::sleep(self.cfg.settle);
+        WATCHDOG.doing(format!("{}: settling, then its space", self.label));
+        // In slices, each a beat: an idle store is not a hung one.
+        let until = Instant::now() + self.cfg.settle;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            std::thread::sleep(left.min(Duration::from_secs(1)));
+            WATCHDOG.beat();
+        }
         Ok(self.space()?.0)
     }
 
@@ -419,6 +435,7 @@ impl<'a> Bench<'a> {
 
     /// Closes the store.
     pub fn close(mut self) -> Result<()> {
+        WATCHDOG.doing(format!("{}: closing its store", self.label));
         match self.engine.take() {
             Some(engine) => engine.close(),
             None => Ok(()),
@@ -614,7 +631,7 @@ impl<'a> Bench<'a> {
             scratch: Vec::with_capacity(self.values.size()),
             reads: 0,
         };
-        let mut since_count = 0;
+        let (mut since_count, mut since_beat) = (0, 0);
         loop {
             let p = phase.load(Ordering::Relaxed);
             if p == STOP || (p == MEASURE && limit.is_some_and(|l| out.ops >= l)) {
@@ -630,6 +647,11 @@ impl<'a> Bench<'a> {
             out.taken += 1;
             let record = (p == MEASURE).then_some(&mut out.latencies);
             let n = self.execute(spec.workload, op, record, &mut io)?;
+            since_beat += 1;
+            if since_beat == BEAT_EVERY {
+                WATCHDOG.beat();
+                since_beat = 0;
+            }
             if p == MEASURE {
                 out.ops += n;
                 since_count += n;
@@ -776,6 +798,7 @@ impl<'a> Bench<'a> {
             for &i in chunk {
                 self.mark(i, true);
             }
+            WATCHDOG.beat();
             bar.inc(chunk.len() as u64);
         }
         bar.finish_and_clear();
@@ -937,6 +960,7 @@ mod tests {
             compressibility: 0.5,
             reps: 1,
             settle: Duration::ZERO,
+            stall: Duration::from_secs(crate::watchdog::DEFAULT_STALL_SECS),
             progress: false,
         }
     }

@@ -7,6 +7,7 @@ mod engine;
 mod engines;
 mod hist;
 mod report;
+mod watchdog;
 mod worker;
 mod workload;
 
@@ -155,6 +156,13 @@ struct Common {
     /// the same run start on that settled store.
     #[arg(long, default_value_t = 5.0)]
     settle: f64,
+    /// Seconds a worker may go without finishing an operation, a load
+    /// batch or a step (open, sync, close) before it is taken for hung and
+    /// stopped: its cell an error, the engine's later workloads in that
+    /// scenario not run (1 to 86,400).
+    #[arg(long, default_value_t = watchdog::DEFAULT_STALL_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    stall: u64,
     /// DEFAULT: each engine's shipped durability. FULL: every engine syncs
     /// every write in its own way (stated per engine in the report).
     #[arg(long, value_enum, default_value_t = Durability::Default)]
@@ -219,6 +227,7 @@ impl Common {
             compressibility: self.compressibility,
             reps: self.reps.unwrap_or(default_reps),
             settle: Duration::from_secs_f64(self.settle),
+            stall: Duration::from_secs(self.stall),
             progress: !self.quiet && std::io::stdout().is_terminal(),
         })
     }
@@ -657,6 +666,8 @@ mod tests {
             &["--value-size", "15"],
             &["--keys", "18446744073709551615"],
             &["--keys", "1000000001"],
+            &["--stall", "0"],
+            &["--stall", "86401"],
         ] {
             assert!(run_config(args).is_err(), "{args:?} accepted");
         }
@@ -666,6 +677,8 @@ mod tests {
             &["--settle", "0"],
             &["--value-size", "1073741824"],
             &["--keys", "1000000000"],
+            &["--stall", "1"],
+            &["--stall", "86400"],
         ] {
             assert!(run_config(args).is_ok(), "{args:?} refused");
         }

@@ -1163,6 +1163,7 @@ mod tests {
             compressibility: 0.5,
             reps: 1,
             settle: std::time::Duration::from_secs(5),
+            stall: std::time::Duration::from_secs(300),
             progress: false,
         };
         Report {

@@ -9,6 +9,8 @@
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -17,6 +19,7 @@ use crate::driver::{Bench, Config, Outcome};
 use crate::engine::{Durability, Engine, OpenOptions, Unsupported};
 use crate::engines::{self, Availability, Kind};
 use crate::report::{Cell, Metrics, Scenario, Status, measured_at_rest, micros, thousands};
+use crate::watchdog::WATCHDOG;
 use crate::workload::Shape;
 
 /// One engine through one scenario.
@@ -37,7 +40,7 @@ pub struct Job {
 }
 
 /// What a job produced.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct JobResult {
     /// The engine's settings line, when it opened.
     pub settings: Option<String>,
@@ -125,11 +128,84 @@ pub fn serve() -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
         std::process::exit(1);
     });
-    let result = run(&job)?;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, &result)?;
-    out.flush()?;
-    Ok(())
+    // The cells so far, for the watchdog's handler to hand back if the
+    // engine hangs; whichever of it and this thread gets here first
+    // writes the result, once.
+    let partial: &'static Mutex<Partial> = Box::leak(Box::new(Mutex::new(Partial {
+        result: JobResult::default(),
+        written: false,
+    })));
+    let job: &'static Job = Box::leak(Box::new(job));
+    let kind = engines::lookup(&job.engine)?.kind;
+    WATCHDOG
+        .watch(job.cfg.stall, move |doing, quiet| {
+            let mut partial = partial.lock().unwrap_or_else(PoisonError::into_inner);
+            if partial.written {
+                return;
+            }
+            add_hung_cells(&mut partial.result, job, kind, doing, quiet);
+            log_line(&format!("{}: hung ({doing}), stopped", job.engine));
+            // The process ends here, the hung engine's threads with it.
+            let code = i32::from(partial.write().is_err());
+            std::process::exit(code);
+        })
+        .context("starting the watchdog")?;
+    run_into(job, partial)?;
+    partial
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .write()
+}
+
+/// Completes the cells of `result` when the worker hung in the workload
+/// after its last cell, `doing` it, with nothing finished for `quiet`: an
+/// error cell for that workload, and one for each later workload, which
+/// is not run.
+fn add_hung_cells(result: &mut JobResult, job: &Job, kind: Kind, doing: &str, quiet: Duration) {
+    let done = result.cells.len();
+    let workloads = &job.scenario.workloads;
+    let hung = workloads.get(done).map(|w| w.name());
+    for (i, &w) in workloads.iter().enumerate().skip(done) {
+        let why = if i == done {
+            format!(
+                "hung: nothing finished for {} s ({doing}); the worker was stopped",
+                quiet.as_secs()
+            )
+        } else {
+            format!(
+                "not run: the worker was stopped when {} hung",
+                hung.unwrap_or("a workload")
+            )
+        };
+        result
+            .cells
+            .push(cell(job, kind, w, Status::Error(why), None));
+    }
+}
+
+/// A worker's result so far, and whether it went to standard output.
+struct Partial {
+    result: JobResult,
+    written: bool,
+}
+
+impl Partial {
+    /// Writes the result to standard output (once), each cell with this
+    /// process's peak RSS.
+    fn write(&mut self) -> Result<()> {
+        if self.written {
+            return Ok(());
+        }
+        self.written = true;
+        let rss = peak_rss_bytes();
+        for c in &mut self.result.cells {
+            c.peak_rss_bytes = rss;
+        }
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &self.result)?;
+        out.flush()?;
+        Ok(())
+    }
 }
 
 /// Writes one progress line to standard error. A line that cannot be
@@ -159,7 +235,27 @@ fn cell(
 }
 
 /// Runs `job` in this process.
+#[cfg(test)]
 pub fn run(job: &Job) -> Result<JobResult> {
+    let partial = Mutex::new(Partial {
+        result: JobResult::default(),
+        written: false,
+    });
+    run_into(job, &partial)?;
+    Ok(partial
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .result)
+}
+
+/// Runs `job` in this process, each cell into `partial` as it is done.
+fn run_into(job: &Job, partial: &Mutex<Partial>) -> Result<()> {
+    let add = |f: &mut dyn FnMut(&mut JobResult)| {
+        f(&mut partial
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .result);
+    };
     let spec = engines::lookup(&job.engine)?;
     let Availability::Ready(open) = spec.availability else {
         bail!("{} cannot run in this build", job.engine);
@@ -170,11 +266,6 @@ pub fn run(job: &Job) -> Result<JobResult> {
         threads: job.cfg.threads,
     };
     let open_store = |dir: &Path| -> Result<Box<dyn Engine>> { open(dir, &options) };
-    let mut result = JobResult {
-        settings: None,
-        durability: None,
-        cells: Vec::new(),
-    };
     let mut bench = match Bench::new(
         &open_store,
         &job.dir,
@@ -189,18 +280,19 @@ pub fn run(job: &Job) -> Result<JobResult> {
                 Some(Unsupported(why)) => Status::Unsupported(why.clone()),
                 None => Status::Error(format!("{e:#}")),
             };
-            result.cells = job
-                .scenario
-                .workloads
-                .iter()
-                .map(|&w| cell(job, spec.kind, w, status.clone(), None))
-                .collect();
-            return Ok(result);
+            add(&mut |result| {
+                result.cells = (job.scenario.workloads.iter())
+                    .map(|&w| cell(job, spec.kind, w, status.clone(), None))
+                    .collect();
+            });
+            return Ok(());
         }
     };
     let (settings, durability) = bench.describe();
-    result.settings = Some(settings);
-    result.durability = Some(durability);
+    add(&mut |result| {
+        result.settings = Some(settings.clone());
+        result.durability = Some(durability.clone());
+    });
     for &w in &job.scenario.workloads {
         let outcome = bench
             .run(w)
@@ -237,14 +329,9 @@ pub fn run(job: &Job) -> Result<JobResult> {
         if job.verbose {
             log_line(&summary(&c));
         }
-        result.cells.push(c);
+        add(&mut |result| result.cells.push(c.clone()));
     }
-    bench.close()?;
-    let rss = peak_rss_bytes();
-    for c in &mut result.cells {
-        c.peak_rss_bytes = rss;
-    }
-    Ok(result)
+    bench.close()
 }
 
 /// One line about a cell, for the console.
@@ -291,6 +378,75 @@ mod tests {
     use crate::driver::Stop;
     use crate::workload::Workload;
 
+    fn job(workloads: Vec<Workload>, dir: &Path) -> Job {
+        Job {
+            engine: "emberkv".to_owned(),
+            scenario: Scenario {
+                page: "custom".to_owned(),
+                name: "custom".to_owned(),
+                keys: 1_000,
+                resident_budget: None,
+                workloads,
+                threads: None,
+            },
+            durability: Durability::Default,
+            cfg: Config {
+                threads: 1,
+                stop: Stop::Ops(10),
+                warmup: Duration::ZERO,
+                seed: 1,
+                value_size: 64,
+                compressibility: 0.5,
+                reps: 1,
+                settle: Duration::ZERO,
+                stall: Duration::from_secs(crate::watchdog::DEFAULT_STALL_SECS),
+                progress: false,
+            },
+            dir: dir.to_owned(),
+            verbose: false,
+        }
+    }
+
+    /// The cells a hung worker hands back: those done, the hung one, and
+    /// the later ones as not run.
+    #[test]
+    fn a_hung_worker_keeps_its_cells_and_names_the_hung_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut result = run(&job(vec![Workload::FillSeq], dir.path())).unwrap();
+        assert_eq!(result.cells.len(), 1);
+        let job = job(
+            vec![Workload::FillSeq, Workload::Overwrite, Workload::ReadRandom],
+            dir.path(),
+        );
+        add_hung_cells(
+            &mut result,
+            &job,
+            Kind::Store,
+            "sled overwrite",
+            Duration::from_secs(301),
+        );
+        let statuses: Vec<_> = (result.cells.iter())
+            .map(|c| (c.workload, c.status.clone()))
+            .collect();
+        assert_eq!(statuses[0], (Workload::FillSeq, Status::Ok));
+        let Status::Error(hung) = &statuses[1].1 else {
+            panic!("{statuses:?}")
+        };
+        assert_eq!(statuses[1].0, Workload::Overwrite);
+        assert!(
+            hung.contains("hung: nothing finished for 301 s (sled overwrite)"),
+            "{hung}"
+        );
+        assert_eq!(
+            statuses[2],
+            (
+                Workload::ReadRandom,
+                Status::Error("not run: the worker was stopped when overwrite hung".to_owned())
+            )
+        );
+        assert!(result.cells.iter().all(|c| c.scenario == "custom"));
+    }
+
     /// A fill whose window closed before any pass got through every key
     /// used to report the space of the cut pass's store (an emberkv fill
     /// of FULL durability once showed 1.08 for 45,722 of 100,000 keys).
@@ -317,6 +473,7 @@ mod tests {
                 compressibility: 0.5,
                 reps: 1,
                 settle: Duration::ZERO,
+                stall: Duration::from_secs(crate::watchdog::DEFAULT_STALL_SECS),
                 progress: false,
             },
             dir: dir.path().to_owned(),
