@@ -520,7 +520,7 @@ impl Segments {
             }
             // The new header records `prev_len`: the previous segment's
             // file must be that long, durably, before it exists.
-            cut(&prev, prev_len)?;
+            cut(&prev, prev_len, false)?;
         }
         let file = OpenOptions::new()
             .read(true)
@@ -727,7 +727,7 @@ impl Segments {
     pub(crate) fn trim(&self, seg: u64) -> Result<()> {
         let _opening = self.opening.lock();
         match self.open.load().get(&seg) {
-            Some(segment) => cut(segment, segment.written.load(Ordering::Acquire)),
+            Some(segment) => cut(segment, segment.written.load(Ordering::Acquire), false),
             None => Ok(()),
         }
     }
@@ -933,6 +933,25 @@ impl Segments {
         Ok(())
     }
 
+    /// Makes segment `seg`, sealed at `len` bytes, durable for the next
+    /// segment's creation: cuts the room allocated ahead of its records
+    /// off its file and fsyncs it, records and length in one sync, where
+    /// [`Segments::sync`] and then the cut of [`Segments::create`] took two
+    /// (the cut then finds nothing to do).
+    ///
+    /// # Errors
+    /// I/O errors; after a failed one the caller must take the records for
+    /// lost, as after a failed [`Segments::sync`].
+    pub(crate) fn sync_sealed(&self, seg: u64, len: u64) -> Result<()> {
+        #[cfg(test)]
+        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
+            return Err(io::Error::from_raw_os_error(5).into());
+        }
+        let segment = self.open(seg)?;
+        let _opening = self.opening.lock();
+        cut(&segment, len, true)
+    }
+
     /// Length of segment `seg`'s file, in bytes.
     pub(crate) fn file_len(&self, seg: u64) -> Result<u64> {
         Ok(self.open(seg)?.file.metadata()?.len())
@@ -992,27 +1011,31 @@ impl Segments {
 
     /// Forgets segment `seg` and deletes its file. Readers that already
     /// hold its handle finish their reads; later ones get `NotFound`.
+    ///
+    /// The deletion is not made durable (no directory fsync): the caller
+    /// has recorded the segment retired first (`RETIRED`), and recovery
+    /// deletes a retired segment's file that a crash left behind. Until
+    /// 2026-12-06 every retirement fsynced the directory after the unlink,
+    /// one more wait for the disk per segment compacted.
     pub(crate) fn retire(&self, seg: u64) -> Result<()> {
-        {
-            // Held until the file is gone: an `open` of this segment
-            // between the two (a get falling back to `pread` with an old
-            // address, the maintenance thread's `file_len`) would publish
-            // the file again, and keep its descriptor, its map and its
-            // deleted blocks until the store closes.
-            let _opening = self.opening.lock();
-            let mut table = Table::clone(&self.open.load());
-            let segment = table.remove(&seg);
-            self.open.store(Arc::new(table));
-            match std::fs::remove_file(self.path(seg)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
-            if let Some(segment) = segment {
-                close_in_background(segment);
-            }
+        // Held until the file is gone: an `open` of this segment between
+        // the two (a get falling back to `pread` with an old address, the
+        // maintenance thread's `file_len`) would publish the file again,
+        // and keep its descriptor, its map and its deleted blocks until
+        // the store closes.
+        let _opening = self.opening.lock();
+        let mut table = Table::clone(&self.open.load());
+        let segment = table.remove(&seg);
+        self.open.store(Arc::new(table));
+        match std::fs::remove_file(self.path(seg)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
         }
-        sync_dir(&self.dir)
+        if let Some(segment) = segment {
+            close_in_background(segment);
+        }
+        Ok(())
     }
 
     /// Cuts segment `seg` at log address `addr` (dropping a torn tail) and
@@ -1022,7 +1045,7 @@ impl Segments {
         debug_assert!(self.segment_of(addr) == seg || addr == self.segment_start(seg + 1));
         let segment = self.open(seg)?;
         let _opening = self.opening.lock();
-        cut(&segment, addr - self.segment_start(seg))
+        cut(&segment, addr - self.segment_start(seg), false)
     }
 }
 
@@ -1081,10 +1104,11 @@ fn allocate(segment: &Segment, to: u64) {
 }
 
 /// Cuts `segment`'s file to `len` bytes when it is longer, and makes the
-/// cut durable (also one an earlier call made but failed to sync). The
+/// cut durable (also one an earlier call made but failed to sync), with an
+/// fsync that, with `sync` set, runs even when there is nothing to cut. The
 /// caller holds `Segments::opening`, so cuts never overlap (two could
 /// otherwise clear each other's `cut_unsynced`).
-fn cut(segment: &Segment, len: u64) -> Result<()> {
+fn cut(segment: &Segment, len: u64, sync: bool) -> Result<()> {
     let file_len = segment.file.metadata()?.len();
     if file_len > len {
         // Lowered first: a get reads the map only below it.
@@ -1092,7 +1116,7 @@ fn cut(segment: &Segment, len: u64) -> Result<()> {
         segment.cut_unsynced.store(true, Ordering::Release);
         segment.file.set_len(len)?;
     }
-    if segment.cut_unsynced.load(Ordering::Acquire) {
+    if sync || segment.cut_unsynced.load(Ordering::Acquire) {
         sync_cut(&segment.file)?;
         segment.cut_unsynced.store(false, Ordering::Release);
     }
@@ -1201,6 +1225,35 @@ mod tests {
         segments.trim(1).unwrap();
         segments.trim(0).unwrap();
         assert_eq!(CUT_SYNCS.get(), synced + 2);
+    }
+
+    /// A seal's segment change fsyncs the segment it leaves once: its
+    /// records and its cut together, and the next segment's creation
+    /// finds nothing left to cut or sync in it.
+    #[test]
+    fn a_sealed_segment_is_cut_and_synced_in_one_fsync() {
+        const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let at = SEGMENT_HEADER_BYTES;
+        segments.create(0, 0).unwrap();
+        segments.write_at(at, &[5; 1000]).unwrap();
+        assert!(std::fs::metadata(segments.path(0)).unwrap().len() > at + 1000);
+        let synced = CUT_SYNCS.get();
+        segments.sync_sealed(0, at + 1000).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 1);
+        assert_eq!(
+            std::fs::metadata(segments.path(0)).unwrap().len(),
+            at + 1000
+        );
+        segments.create(1, at + 1000).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 1, "the creation synced it again");
+        // With nothing to cut, the records are synced all the same.
+        segments.write_at((1 << BIG) + at, &[7; 10]).unwrap();
+        segments.trim(1).unwrap();
+        let synced = CUT_SYNCS.get();
+        segments.sync_sealed(1, at + 10).unwrap();
+        assert_eq!(CUT_SYNCS.get(), synced + 1);
     }
 
     /// A previous segment's length shorter than its header is refused,

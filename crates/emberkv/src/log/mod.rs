@@ -962,12 +962,26 @@ impl Log {
     /// surviving log is always a prefix, and opens or creates its file. The
     /// sealed length is forgotten only once the segment exists: a creation
     /// that failed is tried again.
+    ///
+    /// When `seg` is still to be created after the segment written before
+    /// it (a seal), that segment is cut to its sealed length and fsynced
+    /// in one (`Segments::sync_sealed`): the creation's own cut and fsync
+    /// of it then find nothing to do.
     fn enter_segment(&self, cursor: &mut FlushCursor, seg: u64) -> Result<()> {
         if cursor.dirty_segment == Some(seg) {
             return Ok(());
         }
         if let Some(dirty) = cursor.dirty_segment.take() {
-            self.sync_segment(dirty)?;
+            let sealed = (seg == dirty + 1)
+                .then(|| self.sealed_lengths.lock().get(&seg).copied())
+                .flatten();
+            match sealed {
+                Some(len) => self
+                    .storage
+                    .sync_sealed(dirty, len)
+                    .inspect_err(|_| self.poisoned.store(true, Ordering::Relaxed))?,
+                None => self.sync_segment(dirty)?,
+            }
         }
         self.storage.open_or_create(seg, || {
             self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
