@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Engine;
 use crate::hist::Latencies;
-use crate::watchdog::{BEAT_EVERY, WATCHDOG};
+use crate::watchdog::WATCHDOG;
 use crate::workload::{
     KEY_BYTES, Op, OpStream, ScrambledZipfian, Shape, StreamSpec, Values, Workload, ZIPF_THETA,
     delete_order, fill_order, key, key_index, key_order, new_key_index, share,
@@ -240,6 +240,10 @@ impl<'a> Bench<'a> {
         verify: bool,
         label: &str,
     ) -> Result<Self> {
+        // The key orders of a large `--keys` take a while to build.
+        WATCHDOG.doing(format!(
+            "{label}: building its key orders and opening its store"
+        ));
         let mut bench = Bench {
             open,
             root: root.to_owned(),
@@ -262,7 +266,7 @@ impl<'a> Bench<'a> {
             label: label.to_owned(),
             clock: quanta::Clock::new(),
         };
-        WATCHDOG.doing(format!("{label}: opening its store"));
+        WATCHDOG.beat();
         bench.fresh_store()?;
         if verify {
             bench.probe()?;
@@ -631,7 +635,7 @@ impl<'a> Bench<'a> {
             scratch: Vec::with_capacity(self.values.size()),
             reads: 0,
         };
-        let (mut since_count, mut since_beat) = (0, 0);
+        let mut since_count = 0;
         loop {
             let p = phase.load(Ordering::Relaxed);
             if p == STOP || (p == MEASURE && limit.is_some_and(|l| out.ops >= l)) {
@@ -647,11 +651,7 @@ impl<'a> Bench<'a> {
             out.taken += 1;
             let record = (p == MEASURE).then_some(&mut out.latencies);
             let n = self.execute(spec.workload, op, record, &mut io)?;
-            since_beat += 1;
-            if since_beat == BEAT_EVERY {
-                WATCHDOG.beat();
-                since_beat = 0;
-            }
+            WATCHDOG.beat_client(thread);
             if p == MEASURE {
                 out.ops += n;
                 since_count += n;

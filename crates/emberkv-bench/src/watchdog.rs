@@ -5,8 +5,9 @@
 //! machine (every client thread inside one insert, the process at 200 %
 //! system CPU), and the board, which waits for every worker, never ended.
 //!
-//! The driver beats at every step it finishes: each [`BEAT_EVERY`]
-//! operations of a client thread, each load batch, each phase, sync,
+//! The driver beats at every step it finishes: each operation of a
+//! client thread (on a counter of the thread's own, see
+//! [`Watchdog::beat_client`]), each load batch, and each phase, sync,
 //! open and close. [`Watchdog::watch`] runs a thread that calls its
 //! handler once no beat came for the stall time, with what the driver
 //! said it was doing; the worker's handler reports the cell as hung and
@@ -17,10 +18,14 @@ use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Operations a client thread completes between two beats: one atomic
-/// add per 1,024 operations, so the beats cost the measurement nothing
-/// it can see.
-pub const BEAT_EVERY: u64 = 1_024;
+/// Counters of client threads' beats: thread `t` beats on `t % 64`.
+const CLIENT_SLOTS: usize = 64;
+
+/// A client thread's beat counter, alone on its cache lines (128 bytes:
+/// two lines, as the adjacent-line prefetcher pairs them), so that a beat
+/// per operation costs a load and a store no other thread contends for.
+#[repr(align(128))]
+struct Slot(AtomicU64);
 
 /// The default stall time, in seconds (`--stall`): longer than any one
 /// engine call of the board takes on this machine (the slowest, a FULL
@@ -34,6 +39,7 @@ pub static WATCHDOG: Watchdog = Watchdog::new();
 /// Beats and the step under way.
 pub struct Watchdog {
     beats: AtomicU64,
+    clients: [Slot; CLIENT_SLOTS],
     doing: Mutex<String>,
 }
 
@@ -42,6 +48,7 @@ impl Watchdog {
     pub const fn new() -> Watchdog {
         Watchdog {
             beats: AtomicU64::new(0),
+            clients: [const { Slot(AtomicU64::new(0)) }; CLIENT_SLOTS],
             doing: Mutex::new(String::new()),
         }
     }
@@ -49,6 +56,24 @@ impl Watchdog {
     /// Records progress.
     pub fn beat(&self) {
         self.beats.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records an operation of client thread `thread`: a plain load and
+    /// store of the thread's own counter (threads 64 apart share one, and
+    /// may overwrite each other's count, which still changes it).
+    pub fn beat_client(&self, thread: usize) {
+        let slot = &self.clients[thread % CLIENT_SLOTS].0;
+        slot.store(
+            slot.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Every beat so far, the clients' included (wrapping).
+    fn total(&self) -> u64 {
+        (self.clients.iter()).fold(self.beats.load(Ordering::Relaxed), |sum, slot| {
+            sum.wrapping_add(slot.0.load(Ordering::Relaxed))
+        })
     }
 
     /// Records progress and names the step starting now (reported if it
@@ -74,11 +99,11 @@ impl Watchdog {
         std::thread::Builder::new()
             .name("watchdog".into())
             .spawn(move || {
-                let mut seen = this.beats.load(Ordering::Relaxed);
+                let mut seen = this.total();
                 let mut since = Instant::now();
                 loop {
                     std::thread::sleep(check);
-                    let now = this.beats.load(Ordering::Relaxed);
+                    let now = this.total();
                     if now != seen {
                         seen = now;
                         since = Instant::now();
@@ -129,8 +154,14 @@ mod tests {
             .unwrap();
         // Two stall times of steady beats, then silence.
         let until = Instant::now() + Duration::from_secs(4);
+        let mut n = 0;
         while Instant::now() < until {
-            dog.beat();
+            if n % 2 == 0 {
+                dog.beat();
+            } else {
+                dog.beat_client(n);
+            }
+            n += 1;
             assert!(rx.try_recv().is_err(), "a beating worker taken for hung");
             std::thread::sleep(Duration::from_millis(10));
         }

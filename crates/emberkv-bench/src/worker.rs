@@ -144,10 +144,16 @@ pub fn serve() -> Result<()> {
                 return;
             }
             add_hung_cells(&mut partial.result, job, kind, doing, quiet);
-            log_line(&format!("{}: hung ({doing}), stopped", job.engine));
-            // The process ends here, the hung engine's threads with it.
             let code = i32::from(partial.write().is_err());
-            std::process::exit(code);
+            log_line(&format!("{}: hung ({doing}), stopped", job.engine));
+            // The process ends here, the hung engine's threads with it,
+            // without the exit handlers and static destructors of the
+            // engines' C and C++ libraries, which could crash or wait on
+            // those threads.
+            // SAFETY: `_exit` ends the process at once; the result is
+            // flushed to standard output above, and nothing else of this
+            // process needs to run.
+            unsafe { libc::_exit(code) }
         })
         .context("starting the watchdog")?;
     run_into(job, partial)?;
@@ -331,7 +337,11 @@ fn run_into(job: &Job, partial: &Mutex<Partial>) -> Result<()> {
         }
         add(&mut |result| result.cells.push(c.clone()));
     }
-    bench.close()
+    // A store that fails to close keeps the cells measured before.
+    if let Err(e) = bench.close() {
+        log_line(&format!("{}: closing the store failed: {e:#}", job.engine));
+    }
+    Ok(())
 }
 
 /// One line about a cell, for the console.
