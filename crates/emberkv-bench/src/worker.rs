@@ -463,32 +463,7 @@ mod tests {
     #[test]
     fn a_fill_cut_before_its_first_pass_ends_reports_no_space() {
         let dir = tempfile::tempdir().unwrap();
-        let job = Job {
-            engine: "emberkv".to_owned(),
-            scenario: Scenario {
-                page: "custom".to_owned(),
-                name: "custom".to_owned(),
-                keys: 1_000,
-                resident_budget: None,
-                workloads: vec![Workload::FillRandom],
-                threads: None,
-            },
-            durability: Durability::Default,
-            cfg: Config {
-                threads: 1,
-                stop: Stop::Ops(10),
-                warmup: Duration::ZERO,
-                seed: 1,
-                value_size: 64,
-                compressibility: 0.5,
-                reps: 1,
-                settle: Duration::ZERO,
-                stall: Duration::from_secs(crate::watchdog::DEFAULT_STALL_SECS),
-                progress: false,
-            },
-            dir: dir.path().to_owned(),
-            verbose: false,
-        };
+        let job = job(vec![Workload::FillRandom], dir.path());
         let result = run(&job).unwrap();
         let metrics = result.cells[0].metrics.as_ref().expect("measured");
         assert_eq!(metrics.ops, 10);

@@ -1193,14 +1193,24 @@ mod tests {
         segments.with_mapped(addr, <[u8]>::to_vec)
     }
 
+    /// Segments of [`BIG`] bits in `dir` (allocated 1 MiB ahead of the
+    /// writes), with segment 0 created and 1,000 bytes written after its
+    /// header.
+    fn big_first_segment(dir: &Path) -> Segments {
+        let segments = Segments::for_store(dir, BIG, 7, true, Ahead::Allocate);
+        segments.create(0, 0).unwrap();
+        segments.write_at(SEGMENT_HEADER_BYTES, &[5; 1000]).unwrap();
+        segments
+    }
+
+    /// 64 MiB segments, whose files are allocated ahead of the writes.
+    const BIG: u32 = 26;
+
     #[test]
     fn a_cut_whose_fsync_failed_is_synced_when_retried() {
-        const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let segments = big_first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
-        segments.create(0, 0).unwrap();
-        segments.write_at(at, &[5; 1000]).unwrap();
         // Creating segment 1 cuts segment 0 to the length its header will
         // record; the cut's fsync fails, so segment 1 is not created.
         fail_next_cut_sync();
@@ -1232,12 +1242,9 @@ mod tests {
     /// finds nothing left to cut or sync in it.
     #[test]
     fn a_sealed_segment_is_cut_and_synced_in_one_fsync() {
-        const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let segments = big_first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
-        segments.create(0, 0).unwrap();
-        segments.write_at(at, &[5; 1000]).unwrap();
         assert!(std::fs::metadata(segments.path(0)).unwrap().len() > at + 1000);
         let synced = CUT_SYNCS.get();
         segments.sync_sealed(0, at + 1000).unwrap();
