@@ -429,12 +429,11 @@ impl Core {
     }
 
     /// Lets writers append until [`Log::appended`] reaches `limit` (see
-    /// [`Core::throttle`]); `u64::MAX` lifts the limit. Wakes a throttled
-    /// writer when it rises, every one when it is lifted (see
-    /// [`Core::wake_throttled_writers`]).
+    /// [`Core::throttle`]); `u64::MAX` lifts the limit. Wakes throttled
+    /// writers when it rises.
     pub(crate) fn set_append_limit(&self, limit: u64) {
         if self.append_limit.swap(limit, Ordering::Relaxed) < limit {
-            self.wake_throttled_writers(limit == u64::MAX);
+            self.wake_throttled_writers();
         }
     }
 
@@ -445,7 +444,7 @@ impl Core {
     pub(crate) fn raise_append_limit(&self, limit: u64) {
         let _assessing = self.assessing.lock();
         if self.append_limit.fetch_max(limit, Ordering::Relaxed) < limit {
-            self.wake_throttled_writers(false);
+            self.wake_throttled_writers();
         }
     }
 
@@ -457,24 +456,9 @@ impl Core {
         self.set_append_limit(u64::MAX);
     }
 
-    /// Wakes the writer that has waited longest in [`Core::throttle`], or
-    /// with `all` every waiting writer. One at a time while compaction
-    /// runs: woken all at once at each raise of the limit, the writers
-    /// (eight in the harness, on two CPUs) took both CPUs from the
-    /// maintenance thread, which then waited runnable for a fifth of its
-    /// time (`perf sched`), while compaction is what they wait for; one
-    /// woken writer fills the room a raise makes, and the others go on at
-    /// their [`THROTTLE_WAIT`] or a later raise. Measured in the harness
-    /// (docs/PERFORMANCE.md, 2026-12-06): `overwrite` 1.09x, its p99
-    /// 1.2 µs where it was 7.7-8.1 µs; `ycsb-a` and `ycsb-f` 0.97x, their
-    /// p99.9 0.4-0.5 ms where it was 3.6-4.4 ms.
-    fn wake_throttled_writers(&self, all: bool) {
+    fn wake_throttled_writers(&self) {
         let _guard = self.compaction_caught_up.0.lock();
-        if all {
-            self.compaction_caught_up.1.notify_all();
-        } else {
-            self.compaction_caught_up.1.notify_one();
-        }
+        self.compaction_caught_up.1.notify_all();
     }
 
     /// Removes `key` if it has expired (under the shard's lock, with a
