@@ -94,21 +94,20 @@ impl Watchdog {
         stall: Duration,
         on_stall: impl FnOnce(&str, Duration) + Send + 'static,
     ) -> std::io::Result<JoinHandle<()>> {
-        let this = self;
         let check = (stall / 20).min(Duration::from_secs(1));
         std::thread::Builder::new()
             .name("watchdog".into())
             .spawn(move || {
-                let mut seen = this.total();
+                let mut seen = self.total();
                 let mut since = Instant::now();
                 loop {
                     std::thread::sleep(check);
-                    let now = this.total();
+                    let now = self.total();
                     if now != seen {
                         seen = now;
                         since = Instant::now();
                     } else if since.elapsed() >= stall {
-                        let doing = this
+                        let doing = self
                             .doing
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)

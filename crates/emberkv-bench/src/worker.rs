@@ -131,10 +131,7 @@ pub fn serve() -> Result<()> {
     // The cells so far, for the watchdog's handler to hand back if the
     // engine hangs; whichever of it and this thread gets here first
     // writes the result, once.
-    let partial: &'static Mutex<Partial> = Box::leak(Box::new(Mutex::new(Partial {
-        result: JobResult::default(),
-        written: false,
-    })));
+    let partial: &'static Mutex<Partial> = Box::leak(Box::default());
     let job: &'static Job = Box::leak(Box::new(job));
     let kind = engines::lookup(&job.engine)?.kind;
     WATCHDOG
@@ -190,6 +187,7 @@ fn add_hung_cells(result: &mut JobResult, job: &Job, kind: Kind, doing: &str, qu
 }
 
 /// A worker's result so far, and whether it went to standard output.
+#[derive(Default)]
 struct Partial {
     result: JobResult,
     written: bool,
@@ -243,10 +241,7 @@ fn cell(
 /// Runs `job` in this process.
 #[cfg(test)]
 pub fn run(job: &Job) -> Result<JobResult> {
-    let partial = Mutex::new(Partial {
-        result: JobResult::default(),
-        written: false,
-    });
+    let partial = Mutex::default();
     run_into(job, &partial)?;
     Ok(partial
         .into_inner()
@@ -256,12 +251,7 @@ pub fn run(job: &Job) -> Result<JobResult> {
 
 /// Runs `job` in this process, each cell into `partial` as it is done.
 fn run_into(job: &Job, partial: &Mutex<Partial>) -> Result<()> {
-    let add = |f: &mut dyn FnMut(&mut JobResult)| {
-        f(&mut partial
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .result);
-    };
+    let locked = || partial.lock().unwrap_or_else(PoisonError::into_inner);
     let spec = engines::lookup(&job.engine)?;
     let Availability::Ready(open) = spec.availability else {
         bail!("{} cannot run in this build", job.engine);
@@ -286,19 +276,18 @@ fn run_into(job: &Job, partial: &Mutex<Partial>) -> Result<()> {
                 Some(Unsupported(why)) => Status::Unsupported(why.clone()),
                 None => Status::Error(format!("{e:#}")),
             };
-            add(&mut |result| {
-                result.cells = (job.scenario.workloads.iter())
-                    .map(|&w| cell(job, spec.kind, w, status.clone(), None))
-                    .collect();
-            });
+            locked().result.cells = (job.scenario.workloads.iter())
+                .map(|&w| cell(job, spec.kind, w, status.clone(), None))
+                .collect();
             return Ok(());
         }
     };
     let (settings, durability) = bench.describe();
-    add(&mut |result| {
-        result.settings = Some(settings.clone());
-        result.durability = Some(durability.clone());
-    });
+    {
+        let mut partial = locked();
+        partial.result.settings = Some(settings);
+        partial.result.durability = Some(durability);
+    }
     for &w in &job.scenario.workloads {
         let outcome = bench
             .run(w)
@@ -335,7 +324,7 @@ fn run_into(job: &Job, partial: &Mutex<Partial>) -> Result<()> {
         if job.verbose {
             log_line(&summary(&c));
         }
-        add(&mut |result| result.cells.push(c.clone()));
+        locked().result.cells.push(c);
     }
     // A store that fails to close keeps the cells measured before.
     if let Err(e) = bench.close() {

@@ -926,9 +926,7 @@ impl Segments {
     /// fdatasyncs segment `seg`.
     pub(crate) fn sync(&self, seg: u64) -> Result<()> {
         #[cfg(test)]
-        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
-            return Err(io::Error::from_raw_os_error(5).into());
-        }
+        self.injected_sync_failure(seg)?;
         self.open(seg)?.file.sync_data()?;
         Ok(())
     }
@@ -944,12 +942,20 @@ impl Segments {
     /// lost, as after a failed [`Segments::sync`].
     pub(crate) fn sync_sealed(&self, seg: u64, len: u64) -> Result<()> {
         #[cfg(test)]
-        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
-            return Err(io::Error::from_raw_os_error(5).into());
-        }
+        self.injected_sync_failure(seg)?;
         let segment = self.open(seg)?;
         let _opening = self.opening.lock();
         cut(&segment, len, true)
+    }
+
+    /// Test hook: `EIO` for a sync of segment `seg` when it is
+    /// `fail_sync_of`.
+    #[cfg(test)]
+    fn injected_sync_failure(&self, seg: u64) -> Result<()> {
+        if self.fail_sync_of.load(std::sync::atomic::Ordering::Relaxed) == seg {
+            return Err(io::Error::from_raw_os_error(5).into());
+        }
+        Ok(())
     }
 
     /// Length of segment `seg`'s file, in bytes.
@@ -1397,14 +1403,11 @@ mod tests {
     /// skipped with a note.
     #[test]
     fn a_started_write_back_cleans_its_range_alone() {
-        const BIG: u32 = 26;
         const MIB: u64 = 1 << 20;
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let segments = big_first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
         let one = 1 << BIG;
-        segments.create(0, 0).unwrap();
-        segments.write_at(at, &[5; 1000]).unwrap();
         segments.create(1, at + 1000).unwrap();
         segments
             .write_at(one + at, &vec![6; 2 * MIB as usize])
@@ -1452,12 +1455,9 @@ mod tests {
     /// that segment's allocation was counted as space on disk.
     #[test]
     fn the_space_allocated_ahead_is_summed_over_every_open_segment() {
-        const BIG: u32 = 26;
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let segments = big_first_segment(dir.path());
         let at = SEGMENT_HEADER_BYTES;
-        segments.create(0, 0).unwrap();
-        segments.write_at(at, &[5; 1000]).unwrap();
         // Segment 1's file is not created yet: segment 2's creation leaves
         // segment 0 as it is.
         segments.create(2, at).unwrap();
@@ -1469,13 +1469,10 @@ mod tests {
 
     #[test]
     fn writes_allocate_ahead_and_creating_the_next_segment_cuts_the_previous_back() {
-        const BIG: u32 = 26; // 64 MiB segments: allocated 1 MiB ahead
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Allocate);
+        let segments = big_first_segment(dir.path());
         let len = |seg| std::fs::metadata(segments.path(seg)).unwrap().len();
         let at = SEGMENT_HEADER_BYTES;
-        segments.create(0, 0).unwrap();
-        segments.write_at(at, &[5; 1000]).unwrap();
         assert_eq!(len(0), at + 1000 + (1 << 20));
         assert_eq!(segments.written_len(0).unwrap(), at + 1000);
         assert_eq!(segments.allocated_ahead(), 1 << 20);
@@ -1524,7 +1521,7 @@ mod tests {
 
     #[test]
     fn zeros_are_written_ahead_of_the_writes_and_never_over_them() {
-        const BIG: u32 = 26; // 64 MiB segments: zeros 4 MiB ahead
+        // 64 MiB segments: zeros 4 MiB ahead.
         let dir = tempfile::tempdir().unwrap();
         let segments = Segments::for_store(dir.path(), BIG, 7, true, Ahead::Zeros);
         let file = |seg| std::fs::read(segments.path(seg)).unwrap();

@@ -971,11 +971,10 @@ impl Log {
         if cursor.dirty_segment == Some(seg) {
             return Ok(());
         }
+        // Known from the seal until the segment exists.
+        let sealed_len = self.sealed_lengths.lock().get(&seg).copied();
         if let Some(dirty) = cursor.dirty_segment.take() {
-            let sealed = (seg == dirty + 1)
-                .then(|| self.sealed_lengths.lock().get(&seg).copied())
-                .flatten();
-            match sealed {
+            match sealed_len.filter(|_| seg == dirty + 1) {
                 Some(len) => self
                     .storage
                     .sync_sealed(dirty, len)
@@ -983,9 +982,8 @@ impl Log {
                 None => self.sync_segment(dirty)?,
             }
         }
-        self.storage.open_or_create(seg, || {
-            self.sealed_lengths.lock().get(&seg).copied().unwrap_or(0)
-        })?;
+        self.storage
+            .open_or_create(seg, || sealed_len.unwrap_or(0))?;
         self.sealed_lengths.lock().remove(&seg);
         cursor.dirty_segment = Some(seg);
         Ok(())
