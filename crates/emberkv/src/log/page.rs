@@ -553,12 +553,20 @@ impl Page {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
             let base = self.base() as *const i8;
             // Every 64 bytes from `off`, then the last byte, whose line the
-            // steps miss when `off` is not on a line's start.
-            for at in (off..end).step_by(64).chain((end > off).then(|| end - 1)) {
+            // steps miss when `off` is not on a line's start. A plain loop:
+            // as a chain of iterators (`step_by`, then an `Option`), the
+            // 17 prefetches of a 1 KiB record took about 190 instructions.
+            let mut at = off;
+            while at < end {
                 // SAFETY: `off <= at < end <= self.len`, so the
                 // pointer is inside the buffer; a prefetch neither reads nor
                 // writes memory as far as the program can observe.
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at)) };
+                at += 64;
+            }
+            if end > off {
+                // SAFETY: as above, `off <= end - 1 < self.len`.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(end - 1)) };
             }
         }
         #[cfg(not(all(target_arch = "x86_64", not(miri))))]
