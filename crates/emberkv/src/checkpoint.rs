@@ -21,12 +21,20 @@
 //! | 8 | store id (from `emberkv.meta`; a copy from another store is ignored) |
 //! | 8 | `covered`: replay starts here |
 //! | 4 | number of shards |
-//! | per shard: 8 | number of entries `n` |
-//! | 8 | used slots |
+//! | per shard: 8 | number of table slots `n` (a multiple of 8) |
+//! | 8 | used slots `u` (live and deleted entries) |
 //! | 4 | number of segments `m` with live records |
 //! | 40 * m | per segment: number, keys, record bytes, logical bytes, keys with an expiry |
-//! | 8 * n | the entries |
+//! | n / 8 | which slots are used: bit `i % 8` of byte `i / 8` for slot `i` |
+//! | 8 * u | the used slots' entries, in slot order |
 //! | 4 | CRC32C of everything before it |
+//!
+//! So a checkpoint costs 8 bytes a key plus one bit a slot (about 8.2 to
+//! 8.3 bytes a key), not 8 bytes a slot, empty ones included (9 to 18
+//! bytes a key for a grown index, as layout 2 did; an open still reads
+//! that layout). The space bound keeps room for two checkpoints (see
+//! [`peak_bytes`]): for small values that room is most of what the bound
+//! leaves for garbage.
 //!
 //! Anything that fails a check (checksum, bounds, store id, another layout
 //! version) makes open ignore the checkpoint and replay everything. A sound
@@ -41,16 +49,20 @@ use std::path::Path;
 
 use crate::checksum::Crc32c;
 use crate::error::{Error, Result};
-use crate::index::{Index, SHARDS, SegmentLive, ShardImage};
+use crate::index::{EMPTY, Index, SHARDS, SegmentLive, ShardImage};
 use crate::storage::sync_dir;
 
 const FILE: &str = "CHECKPOINT";
 const TMP: &str = "CHECKPOINT.tmp";
 const MAGIC: &[u8; 8] = b"EMBERCKP";
 /// The layout of `CHECKPOINT`: 2 added the count of keys with an expiry
-/// per segment. A checkpoint of another layout is ignored (open replays
-/// the log instead), so a store written by an older build opens as usual.
-const VERSION: u32 = 2;
+/// per segment, 3 keeps only the used slots' entries (and a bitmap of
+/// them). Open reads layouts 2 and 3; a checkpoint of another layout is
+/// ignored (open replays the log instead), so a store written by an older
+/// build opens as usual.
+const VERSION: u32 = 3;
+/// Layout 2: every slot's entry, empty ones included.
+const DENSE_VERSION: u32 = 2;
 
 /// A writer that checksums what passes through it.
 struct Crc<W> {
@@ -113,7 +125,12 @@ fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()
                 out.put(&v.to_le_bytes())?;
             }
         }
-        for e in &image.entries {
+        let mut used = vec![0u8; image.entries.len().div_ceil(8)];
+        for (i, _) in (image.entries.iter().enumerate()).filter(|&(_, &e)| e != EMPTY) {
+            used[i / 8] |= 1 << (i % 8);
+        }
+        out.put(&used)?;
+        for e in image.entries.iter().filter(|&&e| e != EMPTY) {
             out.put(&e.to_le_bytes())?;
         }
     }
@@ -126,11 +143,10 @@ fn write_to(tmp: &Path, store_id: u64, index: &Index, covered: u64) -> Result<()
 
 /// Bytes of a checkpoint of an index of `shards` shards that count
 /// `segments` live segments between them (each shard its own) and have
-/// `slots` table slots between them: the layout above, 8 bytes a slot
-/// whether it holds an entry or not (so 9 to 18 bytes a key for an index
-/// grown to its keys, more for one presized past them).
-pub(crate) fn encoded_len(shards: usize, segments: u64, slots: u64) -> u64 {
-    32 + 20 * shards as u64 + 40 * segments + 8 * slots + 4
+/// `slots` table slots (each table a multiple of 8), `used` of them used,
+/// between them: the layout above, 8 bytes a used slot and a bit a slot.
+pub(crate) fn encoded_len(shards: usize, segments: u64, slots: u64, used: u64) -> u64 {
+    32 + 20 * shards as u64 + 40 * segments + slots / 8 + 8 * used + 4
 }
 
 /// Bytes the checkpoint's files in `dir` take at their peak, when the
@@ -207,9 +223,11 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
     if r.take(8)? != MAGIC {
         return Err(bad(0, "bad magic"));
     }
-    if r.u32()? != VERSION {
-        return Err(bad(8, "another layout version"));
-    }
+    let dense = match r.u32()? {
+        VERSION => false,
+        DENSE_VERSION => true,
+        _ => return Err(bad(8, "another layout version")),
+    };
     if r.u64()? != store_id {
         return Err(bad(12, "written by another store"));
     }
@@ -222,11 +240,12 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         let n = r.u64()?;
         let used = r.u64()?;
         let m = r.u32()? as u64;
-        if n == 0 || n > 1 << 32 || used > n {
+        if n == 0 || n > 1 << 32 || used > n || (!dense && n % 8 != 0) {
             return Err(bad(r.at, "impossible table size"));
         }
         // Bounds before allocating: the counts must fit in what is left.
-        if m * 40 + n * 8 > (r.bytes.len() - r.at) as u64 {
+        let table_bytes = if dense { n * 8 } else { n / 8 + used * 8 };
+        if m * 40 + table_bytes > (r.bytes.len() - r.at) as u64 {
             return Err(bad(r.at, "counts exceed the file"));
         }
         let mut live = Vec::with_capacity(m as usize);
@@ -240,7 +259,11 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
             };
             live.push((seg, l));
         }
-        let entries = (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>>>()?;
+        let entries = if dense {
+            (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>>>()?
+        } else {
+            used_entries(&mut r, n as usize, used)?
+        };
         images.push(ShardImage {
             entries,
             used,
@@ -251,6 +274,41 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         return Err(bad(r.at, "trailing bytes"));
     }
     Ok(Loaded { covered, images })
+}
+
+/// A table of `n` slots read from layout 3's bitmap and its `used`
+/// entries (see the module docs).
+///
+/// # Errors
+/// [`Error::Corruption`] when the bitmap marks other than `used` slots,
+/// or an entry it marks is empty.
+fn used_entries(r: &mut Reader<'_>, n: usize, used: u64) -> Result<Vec<u64>> {
+    let bad = |at: usize, reason: &str| Error::corruption(at as u64, format!("{FILE}: {reason}"));
+    let bitmap = r.take(n / 8)?;
+    let marked: u64 = bitmap.iter().map(|b| u64::from(b.count_ones())).sum();
+    if marked != used {
+        return Err(bad(
+            r.at,
+            &format!("{marked} slots marked used, {used} counted"),
+        ));
+    }
+    let at = r.at;
+    // `used <= n <= 2^32` (checked by the caller), and bounded by the file.
+    let mut values = (r.take(used as usize * 8)?.chunks_exact(8))
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    let mut entries = vec![EMPTY; n];
+    for (byte, &bits) in bitmap.iter().enumerate() {
+        let mut bits = bits;
+        while bits != 0 {
+            let slot = byte * 8 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            match values.next() {
+                Some(EMPTY) | None => return Err(bad(at, "an empty entry in a used slot")),
+                Some(e) => entries[slot] = e,
+            }
+        }
+    }
+    Ok(entries)
 }
 
 struct Reader<'a> {
@@ -310,6 +368,129 @@ mod tests {
                 "truncation to {len} accepted"
             );
         }
+    }
+
+    /// A store of 30,000 keys, 3,000 of them removed since (so that the
+    /// tables hold deleted slots too), and its checkpoint.
+    fn store_with_checkpoint() -> (tempfile::TempDir, crate::Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::Options::default()
+            .key_capacity(1_000)
+            .compaction_garbage(None);
+        let db = crate::Db::open(dir.path(), options).unwrap();
+        for k in 0..30_000u32 {
+            db.insert(&k.to_le_bytes(), &[1; 10]).unwrap();
+        }
+        for k in (0..30_000u32).step_by(10) {
+            db.remove(&k.to_le_bytes()).unwrap();
+        }
+        db.core().checkpoint().unwrap();
+        (dir, db)
+    }
+
+    /// The checkpoint's bytes with the trailing checksum made right again
+    /// after a change.
+    fn rechecksummed(mut bytes: Vec<u8>) -> Vec<u8> {
+        let body = bytes.len() - 4;
+        let crc = crate::checksum::crc32c(&bytes[..body]);
+        bytes[body..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// The offset of shard 0's bitmap in a checkpoint of layout 3.
+    fn first_bitmap(bytes: &[u8]) -> usize {
+        let m = u32::from_le_bytes(bytes[48..52].try_into().unwrap()) as usize;
+        52 + 40 * m
+    }
+
+    #[test]
+    fn a_checkpoint_holds_the_used_slots_alone_and_loads_every_entry_back() {
+        let (dir, db) = store_with_checkpoint();
+        let index = &db.core().index;
+        let bytes = fs::read(dir.path().join(FILE)).unwrap();
+        let loaded = decode(&bytes, db.core().store_id).unwrap();
+        let images: Vec<ShardImage> = (0..SHARDS).map(|s| index.image(s)).collect();
+        assert_eq!(loaded.images, images);
+        let slots: usize = images.iter().map(|i| i.entries.len()).sum();
+        let used: u64 = images.iter().map(|i| i.used).sum();
+        assert!(images.iter().any(|i| i.entries.contains(&u64::MAX)));
+        assert!(used >= 30_000 && (slots as u64) > used, "{used} of {slots}");
+        // 8 bytes a used slot and a bit a slot: not 8 bytes a slot.
+        assert_eq!(bytes.len() as u64, index.live_bytes().checkpoint);
+        assert!((bytes.len() as u64) < 8 * used + slots as u64 / 8 + 20_000);
+    }
+
+    #[test]
+    fn a_checkpoint_of_layout_2_still_loads() {
+        let (dir, db) = store_with_checkpoint();
+        let core = db.core();
+        let sparse = fs::read(dir.path().join(FILE)).unwrap();
+        let covered = u64::from_le_bytes(sparse[20..28].try_into().unwrap());
+        let mut dense = Vec::new();
+        dense.extend_from_slice(MAGIC);
+        dense.extend_from_slice(&DENSE_VERSION.to_le_bytes());
+        dense.extend_from_slice(&core.store_id.to_le_bytes());
+        dense.extend_from_slice(&covered.to_le_bytes());
+        dense.extend_from_slice(&(SHARDS as u32).to_le_bytes());
+        let images: Vec<ShardImage> = (0..SHARDS).map(|s| core.index.image(s)).collect();
+        for image in &images {
+            dense.extend_from_slice(&(image.entries.len() as u64).to_le_bytes());
+            dense.extend_from_slice(&image.used.to_le_bytes());
+            dense.extend_from_slice(&(image.live.len() as u32).to_le_bytes());
+            for (seg, l) in &image.live {
+                for v in [*seg, l.keys, l.record_bytes, l.logical_bytes, l.expiring] {
+                    dense.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            for e in &image.entries {
+                dense.extend_from_slice(&e.to_le_bytes());
+            }
+        }
+        dense.extend_from_slice(&[0; 4]);
+        let dense = rechecksummed(dense);
+        let loaded = decode(&dense, core.store_id).unwrap();
+        assert_eq!(loaded.covered, covered);
+        assert_eq!(loaded.images, images);
+        let storage = core.log.storage();
+        Index::from_images(loaded.images, covered, |a| storage.segment_of(a), |_| false).unwrap();
+        drop(db);
+        // And a store whose checkpoint is of layout 2 opens from it.
+        fs::write(dir.path().join(FILE), &dense).unwrap();
+        let db = crate::Db::open(dir.path(), crate::Options::default()).unwrap();
+        assert_eq!(db.len(), 27_000);
+        assert_eq!(db.get(&11u32.to_le_bytes()).unwrap(), Some(vec![1; 10]));
+        assert_eq!(db.get(&20u32.to_le_bytes()).unwrap(), None);
+    }
+
+    #[test]
+    fn a_bitmap_that_disagrees_with_its_entries_is_rejected_even_checksummed() {
+        let (dir, db) = store_with_checkpoint();
+        let id = db.core().store_id;
+        let bytes = fs::read(dir.path().join(FILE)).unwrap();
+        let at = first_bitmap(&bytes);
+        let n = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+        // One slot more or one fewer marked than `used` counts.
+        let clear = (at..at + n / 8).find(|&i| bytes[i] != 0).unwrap();
+        let set = (at..at + n / 8).find(|&i| bytes[i] != 0xFF).unwrap();
+        for (i, flip) in [
+            (clear, bytes[clear] & bytes[clear].wrapping_neg()),
+            (set, !bytes[set] & bytes[set].wrapping_add(1)),
+        ] {
+            let mut bad = bytes.clone();
+            bad[i] ^= flip;
+            let err = decode(&rechecksummed(bad), id).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("marked used"), "{err}");
+        }
+        // An empty entry in a used slot.
+        let mut bad = bytes.clone();
+        bad[at + n / 8..at + n / 8 + 8].fill(0);
+        let err = decode(&rechecksummed(bad), id).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("empty entry"), "{err}");
+        // A table size that is not a multiple of 8.
+        let mut bad = bytes.clone();
+        bad[32..40].copy_from_slice(&(n as u64 + 1).to_le_bytes());
+        let err = decode(&rechecksummed(bad), id).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("impossible table size"), "{err}");
     }
 
     /// [`encoded_len`], as the index's walk computes it, is the length of

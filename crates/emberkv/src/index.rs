@@ -120,7 +120,8 @@ pub(crate) const MAX_LOG_SPAN: u64 = 1 << (ADDRESS_BITS - 1);
 /// The base moves when an address stored is this far past it (1 TiB), so
 /// that writers rarely touch the cache line readers load it from.
 const BASE_STEP: u64 = 1 << 40;
-const EMPTY: u64 = 0;
+/// The entry of an empty slot (see the module docs).
+pub(crate) const EMPTY: u64 = 0;
 const DELETED: u64 = u64::MAX;
 const MIN_SLOTS: usize = 16;
 
@@ -573,7 +574,7 @@ impl Index {
     /// (briefly taking each shard's writer lock).
     pub(crate) fn live_bytes(&self) -> LiveBytes {
         let mut live = LiveBytes::default();
-        let (mut segments, mut slots) = (0, 0);
+        let (mut segments, mut slots, mut used) = (0, 0, 0);
         for shard in self.shards.iter() {
             let state = shard.writer.lock();
             for (&seg, l) in &state.live_by_segment {
@@ -582,8 +583,9 @@ impl Index {
             }
             segments += state.live_by_segment.len() as u64;
             slots += shard.table.load().slots.len() as u64;
+            used += state.used as u64;
         }
-        live.checkpoint = crate::checkpoint::encoded_len(SHARDS, segments, slots);
+        live.checkpoint = crate::checkpoint::encoded_len(SHARDS, segments, slots, used);
         live
     }
 

@@ -140,12 +140,12 @@ const GREEDY_MIN_GARBAGE: f64 = 0.05;
 /// bytes a record (24 with an expiry) are 1.5 % of a record of a 16-byte
 /// key and a 1 KiB value, but 40 % of one with a 16-byte key and an
 /// 8-byte value, whose records alone are 1.67 times the logical bytes;
-/// the checkpoint takes 8 bytes a slot of the index (9 to 18 bytes a key
-/// for an index grown to its keys), about twice that at its peak (see
+/// the checkpoint takes 8 bytes a key and a bit a slot of the index
+/// (about 8.2 bytes a key), about twice that at its peak (see
 /// [`crate::checkpoint::peak_bytes`]). Where the bound leaves less (at
-/// 1.5, keys and values of under about 200 to 280 bytes together, for a
-/// grown index: the least room is reached where 0.2 times the logical
-/// bytes a key fall under 20.8 bytes plus the checkpoint's peak a key)
+/// 1.5, keys and values of under about 190 bytes together: the least
+/// room is reached where 0.2 times the logical bytes a key fall under
+/// 20.8 bytes plus the checkpoint's peak a key)
 /// the store keeps this much room and its space amplification reads
 /// above the bound: with less, the segment being written (which cannot
 /// be compacted) and the pads would use up the room, and compaction would
@@ -551,8 +551,8 @@ fn assess_locked(core: &Core, bound: f64, assessed: &mut u64) -> Result<bool> {
 /// product would be NaN).
 ///
 /// The checkpoint is kept out of the least room, as the live records
-/// are: counted in it, the checkpoint (9 to 18 bytes a key for a grown
-/// index, about twice that at its peak) could use up all of the room of
+/// are: counted in it, the checkpoint (about 8.2 bytes a key, about
+/// twice that at its peak) could use up all of the room of
 /// a store of small values (a review found 16-byte keys with 8-byte
 /// values, whose least room is 12 bytes a key, held at the level with no
 /// garbage at all).

@@ -126,11 +126,10 @@ pub struct Options {
     /// live record bytes (whose headers, 16 bytes a record and 24 with an
     /// expiry, use up part of it) and the checkpoint at its peak (the file
     /// and the next one, written beside it every 64 MiB appended: 8 bytes
-    /// a slot of the index each, 9 to 18 bytes a key for an index grown to
-    /// its keys, more for one presized past them), and at least 0.3 times
-    /// the record bytes. Where the bound leaves less (at 1.5, keys and
-    /// values of under about 200 to 280 bytes together, for a grown
-    /// index), the store keeps that much room and reports above the
+    /// a key and a bit a slot of the index each, about 8.2 bytes a key),
+    /// and at least 0.3 times the record bytes. Where the bound leaves
+    /// less (at 1.5, keys and values of under about 190 bytes together),
+    /// the store keeps that much room and reports above the
     /// bound: a 16-byte key and an 8-byte value make a record 1.67 times
     /// its logical bytes, and such a store is held near 1.3 times its
     /// record bytes and the checkpoint. At a bound of 1.3 every store is
