@@ -34,7 +34,9 @@
 //! table is grown by building a new one off to the side (re-reading each
 //! entry's key from the log to rehash it) and swapping it in; readers keep
 //! probing the old table meanwhile, and `arc_swap` frees it when the last
-//! reader leaves.
+//! reader leaves. An entry whose record's key is damaged gives no hash to
+//! rehash it by: it goes where a probe from any home its key may have
+//! reaches it, the empty slots before it marked deleted (`place_stray`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -350,6 +352,23 @@ struct ShardState {
     /// 4 bytes per slot; `None` while not kept, so a presized replay,
     /// which never grows, allocates none.
     homes: Option<Vec<u32>>,
+    /// The entries of the current table placed without their key's hash
+    /// (its record's key is damaged, see `place_stray`): each one's slot
+    /// and the slots its key's home may be (from the first to the last,
+    /// wrapping), so that the next growth maps that range, not the
+    /// entry's whole run, which would widen growth after growth. Not in
+    /// checkpoints: after an open, a stray's first growth takes its run.
+    strays: Vec<Stray>,
+}
+
+/// An entry placed without its key's hash, see [`ShardState::strays`].
+#[derive(Clone, Copy, Debug)]
+struct Stray {
+    slot: usize,
+    /// The entry placed there (another entry there later, after a
+    /// removal, is not this one).
+    entry: u64,
+    homes: (usize, usize),
 }
 
 /// What a shard counts as live in one segment.
@@ -901,9 +920,10 @@ impl ShardWriter<'_> {
     /// need be, unless that many can be added with no growth and none
     /// needed after them. A write of many keys that appends its records
     /// first calls this before appending, so that finding their slots
-    /// afterwards never grows the table: a growth can fail (a damaged
-    /// record's key cannot be rehashed), and failing there would leave the
-    /// write half indexed. `key_hashes` as for [`ShardWriter::slot`].
+    /// afterwards never grows the table: a growth can fail (it finds no
+    /// room for an entry whose record's key is damaged, see
+    /// `place_stray`), and failing there would leave the write half
+    /// indexed. `key_hashes` as for [`ShardWriter::slot`].
     ///
     /// # Errors
     /// As `key_hashes`, or [`Error::Corruption`] for a damaged record whose
@@ -926,7 +946,7 @@ impl ShardWriter<'_> {
                 grown_len(len)
             };
         }
-        self.rebuild(len, key_hashes)
+        self.rebuild(len, keys, key_hashes)
     }
 
     /// Points the key of hash `hash` at `addr`: overwrites an occupied slot
@@ -1067,7 +1087,7 @@ impl ShardWriter<'_> {
         } else {
             grown_len(old.slots.len())
         };
-        self.rebuild(len, key_hashes)
+        self.rebuild(len, 1, key_hashes)
     }
 
     /// Rebuilds a table that a replay grew by doubling at 4/5 full for its
@@ -1085,7 +1105,7 @@ impl ShardWriter<'_> {
             .max(presized)
             .max(DOUBLE_BELOW);
         if self.table.slots.len() > fit + fit / 8 {
-            self.rebuild(fit, |_: &[u64], _: &mut [u64]| {
+            self.rebuild(fit, 0, |_: &[u64], _: &mut [u64]| {
                 unreachable!("homes are kept: no key is read")
             })
             .expect("a rebuild from homes reads nothing");
@@ -1093,16 +1113,29 @@ impl ShardWriter<'_> {
     }
 
     /// Builds the table anew at `len` slots (at least the live entries
-    /// over 7/8) and swaps it in; see [`ShardWriter::grow`].
+    /// over 7/8) and swaps it in; see [`ShardWriter::grow`]. Entries whose
+    /// record's key is damaged go in last (`place_stray`); when the slots
+    /// they mark would leave no room for the `spare` keys the caller adds
+    /// after, the table is built again twice as large, up to
+    /// [`MAX_STRAY_GROWTH`] times its old size.
+    ///
+    /// # Errors
+    /// As `key_hashes`, or [`Error::Corruption`] when a damaged record's
+    /// entry finds no room even so (or a replay that keeps homes meets
+    /// one); the table is then left as it was.
     fn rebuild(
         &mut self,
         len: usize,
+        spare: usize,
         mut key_hashes: impl FnMut(&[u64], &mut [u64]) -> Result<()>,
     ) -> Result<()> {
         let live = self.shard.live.load(Ordering::Relaxed);
         let old = &self.table;
-        let new = Table::new(len, old.generation.wrapping_add(1));
         let base = self.base.load();
+        // Entries whose record's key does not give back their hash (see
+        // below), with their record's address and the slots of the old
+        // table their key's home may be.
+        let mut strays = Vec::new();
         let (entries, hashes): (Vec<u64>, Vec<u64>) = match &self.state.homes {
             // Each entry's home bits, kept while a replay fills the index.
             Some(homes) => {
@@ -1141,41 +1174,149 @@ impl ShardWriter<'_> {
                 // (`Log::key_hashes`): one that disagrees with its entry
                 // (shard, tag, or a home slot from which a probe does not
                 // reach it) would be placed where its key is never looked
-                // for. A sound record's always agrees.
+                // for. A sound record's always agrees. Such an entry is
+                // placed after the others, where a probe from any home
+                // its run allows reaches it (`place_stray`).
+                let mut sound = (Vec::with_capacity(live), Vec::with_capacity(live));
                 for (((&e, &hash), &addr), &(start, slot)) in
                     entries.iter().zip(&hashes).zip(&addrs).zip(&runs)
                 {
-                    if shard_of(hash) != self.number
-                        || tag_of(hash) != entry_tag(e)
-                        || !reaches(start, home(hash, len), slot)
+                    if shard_of(hash) == self.number
+                        && tag_of(hash) == entry_tag(e)
+                        && reaches(start, home(hash, old.slots.len()), slot)
                     {
-                        return Err(Error::corruption(
-                            addr,
-                            "damaged record: its key does not match its index entry",
-                        ));
+                        sound.0.push(e);
+                        sound.1.push(hash);
+                    } else {
+                        // Where its key's home may be: as remembered, or
+                        // anywhere in its run up to it.
+                        let remembered = (self.state.strays.iter())
+                            .find(|s| s.slot == slot && s.entry == e)
+                            .map(|s| s.homes);
+                        match remembered.or(start.map(|start| (start, slot))) {
+                            Some(range) if !self.state.keep_homes => {
+                                strays.push((e, addr, range));
+                            }
+                            _ => return Err(stray_error(addr)),
+                        }
                     }
                 }
-                (entries, hashes)
+                sound
             }
         };
-        let mut homes = self.state.keep_homes.then(|| vec![0; len]);
-        for (&e, &hash) in entries.iter().zip(&hashes) {
-            let mut i = home(hash, len);
-            while new.slots[i].load(Ordering::Relaxed) != EMPTY {
-                i = next(i, len);
+        let mut len = len;
+        let (new, homes, used, placed) = loop {
+            let new = Table::new(len, old.generation.wrapping_add(1));
+            let mut homes = self.state.keep_homes.then(|| vec![0; len]);
+            for (&e, &hash) in entries.iter().zip(&hashes) {
+                let mut i = home(hash, len);
+                while new.slots[i].load(Ordering::Relaxed) != EMPTY {
+                    i = next(i, len);
+                }
+                new.slots[i].store(e, Ordering::Relaxed);
+                if let Some(homes) = &mut homes {
+                    homes[i] = hash as u32;
+                }
             }
-            new.slots[i].store(e, Ordering::Relaxed);
-            if let Some(homes) = &mut homes {
-                homes[i] = hash as u32;
+            // Room for the slots strays mark (past their own), so that the
+            // `spare` keys the caller adds still leave the table under its
+            // growth threshold; a stray's range takes about the share of
+            // the table its run took, so a larger table has room when
+            // this one has not.
+            let room = max_used(len).saturating_sub(live + spare + 1);
+            let mut used = live;
+            let mut placed = Vec::with_capacity(strays.len());
+            let mut unplaced = None;
+            for &(e, addr, range) in &strays {
+                match place_stray(&new, e, old.slots.len(), range) {
+                    Some((stray, marked)) if used - live + marked <= room => {
+                        used += marked;
+                        placed.push(stray);
+                    }
+                    _ => {
+                        unplaced = Some(addr);
+                        break;
+                    }
+                }
             }
-        }
+            match unplaced {
+                None => break (new, homes, used, placed),
+                Some(_) if len < MAX_STRAY_GROWTH * old.slots.len() => len = table_len(len * 2),
+                Some(addr) => return Err(stray_error(addr)),
+            }
+        };
         self.state.homes = homes;
+        self.state.strays = placed;
         let new = Arc::new(new);
         self.shard.table.store(Arc::clone(&new));
         self.table = new;
-        self.state.used = live;
+        self.state.used = used;
         Ok(())
     }
+}
+
+/// How many times its old size a table may grow to so that a growth has
+/// room for the slots its strays mark (see `place_stray`).
+const MAX_STRAY_GROWTH: usize = 8;
+
+/// The error of a growth that cannot place an entry whose record at
+/// `addr` names a key that does not give back the entry's hash (a damage
+/// in its key or header): the table is left as it was.
+fn stray_error(addr: u64) -> Error {
+    Error::corruption(
+        addr,
+        "damaged record: its key does not match its index entry",
+    )
+}
+
+/// Places entry `e`, whose key's hash is unknown (its record's key is
+/// damaged), into the table `new` being built, given the slots of the
+/// old table of `old_len` slots where its key's home may be, `homes`
+/// (from the first to the last, wrapping past the table's end when the
+/// first is the larger): the key's home in the new table then lies in the
+/// range of slots [`home`] maps those hashes to (it is monotonic in the
+/// hash's low 32 bits). The entry goes to the first empty slot at or
+/// after the range's last slot, and the empty slots from the range's
+/// first slot up to it are marked deleted, so that a probe from any home
+/// in the range reaches the entry. Returns the entry's [`Stray`] in the
+/// new table and the slots marked deleted, or `None` when the table has
+/// no empty slot left past them. Called after every other entry is
+/// placed: marking slots only extends runs, so no other entry is cut off
+/// from its home.
+fn place_stray(
+    new: &Table,
+    e: u64,
+    old_len: usize,
+    homes: (usize, usize),
+) -> Option<(Stray, usize)> {
+    let len = new.slots.len();
+    // The least hash (low 32 bits) whose home in `old_len` slots is `i`:
+    // ceil(i * 2^32 / old_len).
+    let first_hash = |i: usize| ((i as u128) << 32).div_ceil(old_len as u128) as u64;
+    let lo = home(first_hash(homes.0), len);
+    let hi = home(first_hash(homes.1 + 1) - 1, len);
+    let mut i = lo;
+    let mut past_hi = false;
+    let mut marked = 0;
+    for _ in 0..len {
+        past_hi |= i == hi;
+        let s = &new.slots[i];
+        if s.load(Ordering::Relaxed) == EMPTY {
+            if past_hi {
+                s.store(e, Ordering::Relaxed);
+                let stray = Stray {
+                    slot: i,
+                    entry: e,
+                    homes: (lo, hi),
+                };
+                return Some((stray, marked));
+            }
+            s.store(DELETED, Ordering::Relaxed);
+            marked += 1;
+        }
+        i = next(i, len);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -1273,7 +1414,11 @@ mod tests {
     /// record's key may name another home. Fourteen keys fill slots 4 to 15
     /// and wrap to 0 and 1 (keys 0, 1 and 2 all homed at 15); slots 2 and 3
     /// stay empty. Then the record of key 1 (at slot 0, in the run that
-    /// wraps) or of key 4 (at its home, slot 5) claims another home.
+    /// wraps) or of key 4 (at its home, slot 5) claims another home. One
+    /// that no probe from it reaches is placed where a probe from any home
+    /// of its run reaches it (`place_stray`): the growth succeeds, and the
+    /// key is found from its true hash (until 2026-12-06 the growth failed,
+    /// and with it every new key of the shard).
     #[test]
     fn a_growth_places_an_entry_only_where_its_home_reaches_it() {
         let homes: Vec<u64> = [15, 15, 15].into_iter().chain(4..=14).collect();
@@ -1319,24 +1464,84 @@ mod tests {
                 each_address(|a| Ok(records[&a].1)),
             );
             drop(w);
-            if reached {
-                assert!(
-                    matches!(grown, Ok(Slot::Vacant { .. })),
-                    "{case}: {grown:?}"
-                );
-                assert_eq!(index.table(7).len(), 32, "{case}");
-                for (k, &h) in homes.iter().enumerate() {
-                    let h = if k == usize::from(key) { claimed } else { h };
-                    let found = log.get(&index, &[k as u8], hash_homed(k as u64, h));
-                    assert!(found.is_some(), "{case}: key {k} lost");
-                }
-            } else {
-                assert!(
-                    matches!(grown, Err(Error::Corruption { offset, .. }) if offset == victim),
-                    "{case}: {grown:?}"
-                );
-                assert_eq!(index.table(7).len(), 16, "{case}: the table is unchanged");
+            assert!(
+                matches!(grown, Ok(Slot::Vacant { .. })),
+                "{case}: {grown:?}"
+            );
+            assert_eq!(index.table(7).len(), 32, "{case}");
+            for (k, &h) in homes.iter().enumerate() {
+                // A reached one is placed by the hash its record gives, a
+                // stray where its true hash's probe reaches it.
+                let h = if k == usize::from(key) && reached {
+                    claimed
+                } else {
+                    h
+                };
+                let found = log.get(&index, &[k as u8], hash_homed(k as u64, h));
+                assert!(found.is_some(), "{case}: key {k} lost");
             }
+            let table = index.table(7);
+            let used = (table.slots.iter())
+                .filter(|s| s.load(Ordering::Relaxed) != EMPTY)
+                .count();
+            assert_eq!(index.writer(7).state.used, used, "{case}");
+            assert_eq!(index.len(), 14, "{case}");
+        }
+    }
+
+    /// Random shards with one or two entries whose records' keys claim
+    /// random other hashes (damaged keys), grown again and again by new
+    /// keys: after every growth each key, the damaged ones by their true
+    /// hashes, is found, and the shard's used count is its non-empty
+    /// slots.
+    #[test]
+    fn damaged_entries_stay_reachable_through_growths() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..100 {
+            // 320 slots a shard, as the default `key_capacity` gives.
+            let index = Index::with_capacity(1 << 16);
+            assert_eq!(index.table(7).len(), 320);
+            let mut log = FakeLog::default();
+            let in_shard = |h: u64| 7 << (64 - SHARD_BITS) | h >> SHARD_BITS;
+            let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+            let first = 40 + rand() % 240;
+            for k in 0..first {
+                let key = format!("{round}-{k}").into_bytes();
+                let hash = in_shard(rand());
+                log.put(&index, &key, hash);
+                keys.push((key, hash));
+            }
+            for _ in 0..1 + rand() % 2 {
+                let (key, hash) = &keys[(rand() % first) as usize];
+                let addr = log.get(&index, key, *hash).unwrap();
+                log.records.get_mut(&addr).unwrap().1 = in_shard(rand());
+            }
+            for k in first..first + 3_000 {
+                let key = format!("{round}-{k}").into_bytes();
+                let hash = in_shard(rand());
+                log.put(&index, &key, hash);
+                keys.push((key, hash));
+                if k % 97 == 0 {
+                    for (key, hash) in &keys {
+                        assert!(
+                            log.get(&index, key, *hash).is_some(),
+                            "round {round}, after key {k}: {key:?} lost"
+                        );
+                    }
+                    let table = index.table(7);
+                    let used = (table.slots.iter())
+                        .filter(|s| s.load(Ordering::Relaxed) != EMPTY)
+                        .count();
+                    assert_eq!(index.writer(7).state.used, used, "round {round}");
+                }
+            }
+            assert!(index.table(7).len() >= 2_560, "round {round}: grown");
         }
     }
 

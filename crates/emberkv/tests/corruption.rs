@@ -1841,6 +1841,54 @@ fn a_damaged_key_fails_writes_to_it() {
     );
 }
 
+/// Damage in a record's key leaves its index entry without a hash to be
+/// placed by when its shard grows: the growth failed, and with it every
+/// new key of that shard after it. The entry is now placed where a probe
+/// from any home its run allows reaches it (`index::place_stray`): new
+/// keys go in, and the damaged key still reads as damaged, never as
+/// absent, through growths by single inserts, a reopen from the
+/// checkpoint, and growths by batches.
+#[test]
+fn a_damaged_key_s_shard_still_grows() {
+    let (dir, victim) = store_with_a_damaged_record(-2);
+    let options = || opts().segment_bytes(1 << 20);
+    let value = |k: u32| vec![k as u8; 300 + (k % 500) as usize];
+    let check = |db: &Db, upto: u32| {
+        assert!(corrupt(db.get(&victim)), "the damaged key reads as damaged");
+        for k in (0..5_000u32).filter(|k| k.to_le_bytes()[..] != victim[..]) {
+            assert_eq!(db.get(&k.to_le_bytes()).unwrap().unwrap(), value(k));
+        }
+        for k in 5_000..upto {
+            assert_eq!(db.get(&k.to_le_bytes()).unwrap().unwrap(), k.to_be_bytes());
+        }
+        assert_eq!(db.len(), upto as usize);
+    };
+    let insert = |db: &Db, keys: std::ops::Range<u32>| {
+        for k in keys {
+            db.insert(&k.to_le_bytes(), &k.to_be_bytes())
+                .unwrap_or_else(|e| panic!("insert of new key {k}: {e}"));
+        }
+    };
+    let db = Db::open(dir.path(), options()).unwrap();
+    insert(&db, 5_000..100_000);
+    check(&db, 100_000);
+    assert!(corrupt(db.insert(&victim, b"new")));
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    check(&db, 100_000);
+    // In batches, whose shards make room for their keys first
+    // (`ShardWriter::reserve`).
+    for first in (100_000..200_000u32).step_by(1_000) {
+        let mut batch = emberkv::WriteBatch::new();
+        for k in first..first + 1_000 {
+            batch.insert(&k.to_le_bytes(), &k.to_be_bytes());
+        }
+        db.apply_batch(&batch)
+            .unwrap_or_else(|e| panic!("batch from key {first}: {e}"));
+    }
+    check(&db, 200_000);
+}
+
 /// A damaged, cut, foreign or stale index checkpoint: open must ignore it
 /// (or, for a stale one of this store, replay the log after it) and give
 /// exactly the written state.
