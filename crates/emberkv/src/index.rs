@@ -1489,6 +1489,45 @@ mod tests {
         }
     }
 
+    /// The residual case (found by a helper's review): a damaged entry at
+    /// the end of a run of 14 of 16 slots, so that its key's home may be
+    /// almost anywhere, and the deleted slots marking every possible home
+    /// would take the room of any table up to [`MAX_STRAY_GROWTH`] times
+    /// the size. The growth fails, as every such growth did before, and
+    /// leaves the table as it was; every key is still found.
+    #[test]
+    fn a_damaged_entry_whose_run_fills_its_table_fails_the_growth() {
+        let homes: Vec<u64> = [15, 15, 15].into_iter().chain(4..=14).collect();
+        let index = Index::with_capacity(0);
+        let mut log = FakeLog::default();
+        for (k, &h) in homes.iter().enumerate() {
+            log.put(&index, &[k as u8], hash_homed(k as u64, h));
+        }
+        let victim = log.get(&index, &[2], hash_homed(2, 15)).unwrap();
+        assert_eq!(
+            entry_addr(index.table(7).slots[1].load(Ordering::Relaxed), 0),
+            victim
+        );
+        log.records.get_mut(&victim).unwrap().1 = hash_homed(2, 3);
+        let records = &log.records;
+        let grown = index.writer(7).slot(
+            hash_homed(100, 9),
+            |a| Ok(records[&a].0 == [100]),
+            each_address(|a| Ok(records[&a].1)),
+        );
+        assert!(
+            matches!(grown, Err(Error::Corruption { offset, .. }) if offset == victim),
+            "{grown:?}"
+        );
+        assert_eq!(index.table(7).len(), 16, "the table is unchanged");
+        for (k, &h) in homes.iter().enumerate() {
+            assert!(
+                log.get(&index, &[k as u8], hash_homed(k as u64, h))
+                    .is_some()
+            );
+        }
+    }
+
     /// Random shards with one or two entries whose records' keys claim
     /// random other hashes (damaged keys), grown again and again by new
     /// keys: after every growth each key, the damaged ones by their true

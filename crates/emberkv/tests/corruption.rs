@@ -1843,50 +1843,72 @@ fn a_damaged_key_fails_writes_to_it() {
 
 /// Damage in a record's key leaves its index entry without a hash to be
 /// placed by when its shard grows: the growth failed, and with it every
-/// new key of that shard after it. The entry is now placed where a probe
-/// from any home its run allows reaches it (`index::place_stray`): new
-/// keys go in, and the damaged key still reads as damaged, never as
-/// absent, through growths by single inserts, a reopen from the
-/// checkpoint, and growths by batches.
+/// new key of that shard after it (the first at key 7,342 here). The entry
+/// is now placed where a probe from any home its run allows reaches it
+/// (`index::place_stray`): new keys go in, and the damaged key still reads
+/// as damaged, never as absent, through growths by single inserts, a
+/// reopen from the checkpoint, and growths by batches. A new key whose
+/// probe meets the entry with the same 16-bit tag cannot tell the damaged
+/// record from its own and is refused with `Corruption` (as a key next to
+/// a damaged record always was): about one in 65,536 of the shard's keys
+/// whose probes cross the entry's range, so a handful at most here (a
+/// helper saw one in about 200 runs), and such a key then reads as
+/// damaged too, never as a value.
 #[test]
 fn a_damaged_key_s_shard_still_grows() {
     let (dir, victim) = store_with_a_damaged_record(-2);
     let options = || opts().segment_bytes(1 << 20);
     let value = |k: u32| vec![k as u8; 300 + (k % 500) as usize];
-    let check = |db: &Db, upto: u32| {
+    let mut refused: BTreeSet<u32> = BTreeSet::new();
+    let check = |db: &Db, upto: u32, refused: &BTreeSet<u32>| {
         assert!(corrupt(db.get(&victim)), "the damaged key reads as damaged");
         for k in (0..5_000u32).filter(|k| k.to_le_bytes()[..] != victim[..]) {
             assert_eq!(db.get(&k.to_le_bytes()).unwrap().unwrap(), value(k));
         }
         for k in 5_000..upto {
-            assert_eq!(db.get(&k.to_le_bytes()).unwrap().unwrap(), k.to_be_bytes());
+            if refused.contains(&k) {
+                assert!(corrupt(db.get(&k.to_le_bytes())), "refused key {k}");
+            } else {
+                assert_eq!(db.get(&k.to_le_bytes()).unwrap().unwrap(), k.to_be_bytes());
+            }
         }
-        assert_eq!(db.len(), upto as usize);
-    };
-    let insert = |db: &Db, keys: std::ops::Range<u32>| {
-        for k in keys {
-            db.insert(&k.to_le_bytes(), &k.to_be_bytes())
-                .unwrap_or_else(|e| panic!("insert of new key {k}: {e}"));
-        }
+        assert_eq!(db.len(), upto as usize - refused.len());
     };
     let db = Db::open(dir.path(), options()).unwrap();
-    insert(&db, 5_000..100_000);
-    check(&db, 100_000);
+    for k in 5_000..100_000u32 {
+        match db.insert(&k.to_le_bytes(), &k.to_be_bytes()) {
+            Ok(()) => {}
+            Err(Error::Corruption { .. }) => _ = refused.insert(k),
+            Err(e) => panic!("insert of new key {k}: {e}"),
+        }
+    }
+    check(&db, 100_000, &refused);
     assert!(corrupt(db.insert(&victim, b"new")));
     db.close().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();
-    check(&db, 100_000);
+    check(&db, 100_000, &refused);
     // In batches, whose shards make room for their keys first
-    // (`ShardWriter::reserve`).
+    // (`ShardWriter::reserve`); a batch with a refused key writes nothing,
+    // and its keys go in one by one.
     for first in (100_000..200_000u32).step_by(1_000) {
         let mut batch = emberkv::WriteBatch::new();
         for k in first..first + 1_000 {
             batch.insert(&k.to_le_bytes(), &k.to_be_bytes());
         }
-        db.apply_batch(&batch)
-            .unwrap_or_else(|e| panic!("batch from key {first}: {e}"));
+        match db.apply_batch(&batch) {
+            Ok(()) => {}
+            Err(Error::Corruption { .. }) => {
+                for k in first..first + 1_000 {
+                    if corrupt(db.insert(&k.to_le_bytes(), &k.to_be_bytes())) {
+                        refused.insert(k);
+                    }
+                }
+            }
+            Err(e) => panic!("batch from key {first}: {e}"),
+        }
     }
-    check(&db, 200_000);
+    check(&db, 200_000, &refused);
+    assert!(refused.len() <= 5, "refused: {refused:?}");
 }
 
 /// A damaged, cut, foreign or stale index checkpoint: open must ignore it
