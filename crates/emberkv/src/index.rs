@@ -1087,7 +1087,12 @@ impl ShardWriter<'_> {
         } else {
             grown_len(old.slots.len())
         };
-        self.rebuild(len, 1, key_hashes)
+        // Room for a sixteenth of the table in new keys after it, strays'
+        // marked slots besides: with only the key being added, a stray
+        // whose marks took the rest of a table rebuilt at the same size
+        // would have it rebuilt (every key read back) every few inserts
+        // (found in review).
+        self.rebuild(len, len / 16, key_hashes)
     }
 
     /// Rebuilds a table that a replay grew by doubling at 4/5 full for its
@@ -1468,7 +1473,9 @@ mod tests {
                 matches!(grown, Ok(Slot::Vacant { .. })),
                 "{case}: {grown:?}"
             );
-            assert_eq!(index.table(7).len(), 32, "{case}");
+            // A stray's marked slots may take the table to 64.
+            let len = index.table(7).len();
+            assert!(len == 32 || (!reached && len == 64), "{case}: {len}");
             for (k, &h) in homes.iter().enumerate() {
                 // A reached one is placed by the hash its record gives, a
                 // stray where its true hash's probe reaches it.
@@ -1530,9 +1537,10 @@ mod tests {
 
     /// Random shards with one or two entries whose records' keys claim
     /// random other hashes (damaged keys), grown again and again by new
-    /// keys: after every growth each key, the damaged ones by their true
-    /// hashes, is found, and the shard's used count is its non-empty
-    /// slots.
+    /// keys while others are removed: each key, the damaged ones by their
+    /// true hashes, is found throughout, the shard's used count is its
+    /// non-empty slots, and the table is rebuilt only as it grows (3 or 4
+    /// times here), not every few inserts.
     #[test]
     fn damaged_entries_stay_reachable_through_growths() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -1561,11 +1569,21 @@ mod tests {
                 let addr = log.get(&index, key, *hash).unwrap();
                 log.records.get_mut(&addr).unwrap().1 = in_shard(rand());
             }
+            let mut rebuilds = 0;
             for k in first..first + 3_000 {
                 let key = format!("{round}-{k}").into_bytes();
                 let hash = in_shard(rand());
+                let generation = index.table(7).generation;
                 log.put(&index, &key, hash);
                 keys.push((key, hash));
+                // Removals too, so that some growths rebuild at the same
+                // size; a stray's marks must not make them come every
+                // few inserts.
+                if k % 3 == 0 || (round % 2 == 1 && k % 3 == 1) {
+                    let (key, hash) = keys.swap_remove(rand() as usize % keys.len());
+                    assert!(log.remove(&index, &key, hash), "round {round}: {key:?}");
+                }
+                rebuilds += usize::from(index.table(7).generation != generation);
                 if k % 97 == 0 {
                     for (key, hash) in &keys {
                         assert!(
@@ -1580,7 +1598,8 @@ mod tests {
                     assert_eq!(index.writer(7).state.used, used, "round {round}");
                 }
             }
-            assert!(index.table(7).len() >= 2_560, "round {round}: grown");
+            assert!(index.table(7).len() >= 640, "round {round}: grown");
+            assert!(rebuilds <= 20, "round {round}: {rebuilds} rebuilds");
         }
     }
 
