@@ -211,7 +211,6 @@ pub(crate) fn load(dir: &Path, store_id: u64) -> Result<Option<Loaded>> {
 }
 
 fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
-    let bad = |at: usize, reason: &str| Error::corruption(at as u64, format!("{FILE}: {reason}"));
     if bytes.len() < 36 {
         return Err(bad(0, "too short"));
     }
@@ -283,7 +282,6 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
 /// [`Error::Corruption`] when the bitmap marks other than `used` slots,
 /// or an entry it marks is empty.
 fn used_entries(r: &mut Reader<'_>, n: usize, used: u64) -> Result<Vec<u64>> {
-    let bad = |at: usize, reason: &str| Error::corruption(at as u64, format!("{FILE}: {reason}"));
     let bitmap = r.take(n / 8)?;
     let marked: u64 = bitmap.iter().map(|b| u64::from(b.count_ones())).sum();
     if marked != used {
@@ -292,23 +290,24 @@ fn used_entries(r: &mut Reader<'_>, n: usize, used: u64) -> Result<Vec<u64>> {
             &format!("{marked} slots marked used, {used} counted"),
         ));
     }
-    let at = r.at;
-    // `used <= n <= 2^32` (checked by the caller), and bounded by the file.
-    let mut values = (r.take(used as usize * 8)?.chunks_exact(8))
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
     let mut entries = vec![EMPTY; n];
     for (byte, &bits) in bitmap.iter().enumerate() {
         let mut bits = bits;
         while bits != 0 {
             let slot = byte * 8 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            match values.next() {
-                Some(EMPTY) | None => return Err(bad(at, "an empty entry in a used slot")),
-                Some(e) => entries[slot] = e,
+            match r.u64()? {
+                EMPTY => return Err(bad(r.at, "an empty entry in a used slot")),
+                e => entries[slot] = e,
             }
         }
     }
     Ok(entries)
+}
+
+/// A check of `CHECKPOINT` failed at byte `at`, for `reason`.
+fn bad(at: usize, reason: &str) -> Error {
+    Error::corruption(at as u64, format!("{FILE}: {reason}"))
 }
 
 struct Reader<'a> {
@@ -319,8 +318,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let end =
-            end.ok_or_else(|| Error::corruption(self.at as u64, format!("{FILE}: truncated")))?;
+        let end = end.ok_or_else(|| bad(self.at, "truncated"))?;
         let s = &self.bytes[self.at..end];
         self.at = end;
         Ok(s)

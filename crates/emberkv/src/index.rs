@@ -362,7 +362,6 @@ struct ShardState {
 }
 
 /// An entry placed without its key's hash, see [`ShardState::strays`].
-#[derive(Clone, Copy, Debug)]
 struct Stray {
     slot: usize,
     /// The entry placed there (another entry there later, after a
