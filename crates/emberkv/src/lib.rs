@@ -50,8 +50,9 @@
 //!
 //! # Limits
 //! Keys up to [`MAX_KEY_BYTES`] (64 KiB), values up to [`MAX_VALUE_BYTES`]
-//! (64 MiB); empty keys and values are valid. Point operations only: there
-//! is no ordered scan.
+//! (64 MiB); empty keys and values are valid. No ordered scans: iteration
+//! ([`Db::iter`], [`Db::keys`], [`Db::scan`]) visits keys in no particular
+//! order.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -162,13 +162,13 @@ pub struct Options {
     /// length: a loop of backups let a 2 MiB store reach 62 to 353 MiB
     /// of files under 4 writers), and while
     /// compaction copies a segment
-    /// large against the room: a bulk load of new keys seals nothing (its
-    /// segment has no garbage), so the first overwrites after loading
-    /// 100 MiB compact one segment of over 100 MiB, whose copies and
-    /// file stand on disk together (peaks of 2.2-2.3 times the logical
-    /// bytes at a bound of 1.5 and 2.4-2.5 at 2.0 in the first half second
-    /// of a standalone overwrite run of 100,000 keys of 1 KiB; after it,
-    /// the files stayed within 0.05 of the bound). Neither
+    /// large against the room, whose copies and file stand on disk
+    /// together: a segment filled whole (up to `segment_bytes`) while
+    /// background compaction was off. With it on, a bulk load is sealed
+    /// every 8 MiB (or a sixteenth of the live bytes), and the first
+    /// overwrites after loading 100 MiB put the files at about 1.51-1.54
+    /// times the logical bytes at a bound of 1.5 (until 2026-12-06 a load
+    /// filled whole segments, and the peaks were 2.2-2.3 times). Neither
     /// level acts before the files exceed the live bytes and the
     /// checkpoint by 16 MiB (the
     /// segment being written and one sealed): for stores of less than
