@@ -755,8 +755,10 @@ impl Db {
     /// "Durability contract").
     ///
     /// # Errors
-    /// - [`Error::Locked`] when another handle (this process or another)
-    ///   has the store open;
+    /// - [`Error::Locked`] when another handle has the store open: at once
+    ///   for one of this process, after 2 s of retries for one of another
+    ///   process (a child process that another thread forked holds a lock
+    ///   released since until it execs, and the wait lets it go);
     /// - [`Error::InvalidPath`] when `path` exists and is not a directory;
     /// - [`Error::InvalidOptions`] for options out of their documented range;
     /// - [`Error::Corruption`] for damage recovery cannot cut off (in a

@@ -23,9 +23,18 @@
 //! writer create a new one and lock that, while a directory that holds a
 //! store cannot be unlinked. `LOCK` stays for older builds, which lock
 //! only it.
+//!
+//! The handles of this process are also kept in a process-wide table (by
+//! the directory's device and inode), which decides their conflicts at
+//! once: an `flock` alone cannot tell a handle of this process from a
+//! child process that another thread forked, which holds the lock of a
+//! handle dropped since until it execs.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -93,20 +102,80 @@ impl Meta {
     }
 }
 
-/// How long [`lock`] keeps trying before it reports [`Error::Locked`]: a
-/// lock just released can stay held for a moment by a child process that
-/// another thread forked before it execs (the child shares the open file
-/// description until exec closes it).
-const LOCK_PATIENCE: Duration = Duration::from_millis(200);
+/// How long [`lock`] keeps trying, when no handle of this process holds
+/// the store, before it reports [`Error::Locked`]: 2 s. A lock released
+/// by a handle of this process stays held by any child process that
+/// another thread forked meanwhile, until it execs (the child shares the
+/// open file description); under load on a 2-core machine that took
+/// longer than the 200 ms waited until 2026-12-07 (a helper's
+/// reproduction: a reopen right after a drop failed while a thread
+/// spawned processes). A conflict with a handle of this process is
+/// reported at once (see [`HELD`]).
+const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The stores this process holds open, by their directory's device and
+/// inode numbers: how many read-only handles, or `None` for a writable
+/// one.
+static HELD: Mutex<BTreeMap<(u64, u64), Option<usize>>> = Mutex::new(BTreeMap::new());
 
 /// The store's lock, held until dropped: an `flock` on the store's
-/// directory and one on its `LOCK` file, both exclusive or both shared.
+/// directory and one on its `LOCK` file, both exclusive or both shared,
+/// and its place in [`HELD`].
 #[derive(Debug)]
 pub(crate) struct StoreLock {
+    _claim: Claim,
     _directory: File,
     /// `None` for a read-only handle on a store that has no `LOCK` file in
     /// a directory it may not write (see [`lock_shared`]).
     _file: Option<File>,
+}
+
+/// A place in [`HELD`], given back when dropped (a [`StoreLock`] drops
+/// its claim before its files, so the `flock`s outlive it by a moment,
+/// which [`try_lock`] waits out).
+#[derive(Debug)]
+struct Claim((u64, u64));
+
+impl Claim {
+    /// A place in [`HELD`] for the store whose directory `directory` is,
+    /// taken as `share` says.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] at once when a handle of this process holds the
+    /// store in a way `share` conflicts with; [`Error::Io`] when the
+    /// directory cannot be read.
+    fn take(dir: &Path, directory: &File, share: Share) -> Result<Claim> {
+        let meta = directory.metadata()?;
+        let id = (meta.dev(), meta.ino());
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        match (held.get_mut(&id), share) {
+            (None, Share::Exclusive) => {
+                held.insert(id, None);
+            }
+            (None, Share::Shared) => {
+                held.insert(id, Some(1));
+            }
+            (Some(Some(shared)), Share::Shared) => *shared += 1,
+            (Some(_), _) => {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                });
+            }
+        }
+        Ok(Claim(id))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.get_mut(&self.0) {
+            Some(Some(shared)) if *shared > 1 => *shared -= 1,
+            _ => {
+                held.remove(&self.0);
+            }
+        }
+    }
 }
 
 /// Takes the store's lock shared, for a handle that only reads an existing
@@ -124,8 +193,9 @@ pub(crate) struct StoreLock {
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dir` holds no store (neither a meta file
-/// nor a segment file); [`Error::Locked`] when a writable open holds the
-/// lock for longer than [`LOCK_PATIENCE`]; [`Error::Io`].
+/// nor a segment file); [`Error::Locked`] at once when a writable handle
+/// of this process holds the store, and when one of another process holds
+/// it for longer than [`LOCK_PATIENCE`]; [`Error::Io`].
 pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
     let store = dir.join(META_FILE).exists() || (dir.is_dir() && holds_segments(dir)?);
     if !store {
@@ -134,7 +204,9 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
             reason: "holds no emberkv store".into(),
         });
     }
-    let directory = try_lock(dir, File::open(dir)?, Share::Shared)?;
+    let directory = File::open(dir)?;
+    let claim = Claim::take(dir, &directory, Share::Shared)?;
+    let directory = try_lock(dir, directory, Share::Shared)?;
     let path = dir.join(LOCK_FILE);
     let file = match OpenOptions::new()
         .create(true)
@@ -156,6 +228,7 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
         Err(e) => return Err(e.into()),
     };
     Ok(StoreLock {
+        _claim: claim,
         _directory: directory,
         _file: file
             .map(|file| try_lock(dir, file, Share::Shared))
@@ -167,8 +240,9 @@ pub(crate) fn lock_shared(dir: &Path) -> Result<StoreLock> {
 ///
 /// # Errors
 /// [`Error::InvalidPath`] when `dir` exists and is not a directory;
-/// [`Error::Locked`] when another handle, writable or read-only, holds the
-/// lock for longer than [`LOCK_PATIENCE`].
+/// [`Error::Locked`] at once when another handle of this process, writable
+/// or read-only, holds the store, and when one of another process holds it
+/// for longer than [`LOCK_PATIENCE`].
 pub(crate) fn lock(dir: &Path) -> Result<StoreLock> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::InvalidPath {
@@ -177,13 +251,16 @@ pub(crate) fn lock(dir: &Path) -> Result<StoreLock> {
         });
     }
     fs::create_dir_all(dir)?;
-    let directory = try_lock(dir, File::open(dir)?, Share::Exclusive)?;
+    let directory = File::open(dir)?;
+    let claim = Claim::take(dir, &directory, Share::Exclusive)?;
+    let directory = try_lock(dir, directory, Share::Exclusive)?;
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(dir.join(LOCK_FILE))?;
     Ok(StoreLock {
+        _claim: claim,
         _directory: directory,
         _file: Some(try_lock(dir, file, Share::Exclusive)?),
     })
@@ -324,6 +401,33 @@ fn store(dir: &Path, meta: &Meta) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This process's handles decide their conflicts through [`HELD`]:
+    /// read-only claims add up, a writable one conflicts with any, and
+    /// each is given back when dropped. A second name of the same
+    /// directory is the same store.
+    #[test]
+    fn claims_of_one_process_conflict_by_the_directory_not_its_name() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("store");
+        fs::create_dir(&dir).unwrap();
+        let alias = root.path().join("alias");
+        std::os::unix::fs::symlink(&dir, &alias).unwrap();
+        let take = |path: &Path, share| Claim::take(path, &File::open(path).unwrap(), share);
+        let locked = |claim: Result<Claim>| matches!(claim, Err(Error::Locked { .. }));
+
+        let first = take(&dir, Share::Shared).unwrap();
+        let second = take(&alias, Share::Shared).unwrap();
+        assert!(locked(take(&dir, Share::Exclusive)));
+        drop(first);
+        assert!(locked(take(&alias, Share::Exclusive)));
+        drop(second);
+        let writer = take(&alias, Share::Exclusive).unwrap();
+        assert!(locked(take(&dir, Share::Shared)));
+        assert!(locked(take(&dir, Share::Exclusive)));
+        drop(writer);
+        drop(take(&dir, Share::Exclusive).unwrap());
+    }
 
     #[test]
     fn older_versions_are_read_and_upgraded_and_newer_ones_refused() {

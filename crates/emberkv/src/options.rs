@@ -255,7 +255,8 @@ pub struct Options {
     /// store's lock is taken shared: any number of read-only handles, in
     /// this process or others, may have the store open together, but not
     /// beside a writable one (the later open fails with
-    /// [`crate::Error::Locked`] after 200 ms), so the store does not change
+    /// [`crate::Error::Locked`], at once within a process, after 2 s across
+    /// processes), so the store does not change
     /// while a read-only handle is open. A directory that holds no store
     /// fails with [`crate::Error::InvalidPath`] (none is created). Of the
     /// other options only `key_capacity`, `read_cache_bytes` and

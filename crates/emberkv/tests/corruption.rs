@@ -2218,6 +2218,46 @@ fn open_from_another_process_is_locked() {
     );
 }
 
+/// Regression (found by a helper hunting a `Locked` seen once in the
+/// suite, 2026-12-07): a child process that another thread spawns shares
+/// the store's locked file descriptions from its fork until it execs, so
+/// it holds the lock of a handle dropped meanwhile. Open waited 200 ms for
+/// such a lock; a child that took longer to exec (a loaded machine; here
+/// it sleeps 500 ms before exec) made the reopen right after the drop fail
+/// with `Locked`. Open now waits up to 2 s for a lock that no handle of
+/// its own process holds.
+#[test]
+fn a_reopen_waits_for_a_child_forked_before_the_drop() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+
+    let root = scratch();
+    let dir = root.path().join("store");
+    let db = Db::open(&dir, opts()).unwrap();
+    db.insert(b"k", b"v").unwrap();
+    let (mut forked, in_child) = std::io::pipe().unwrap();
+    let spawner = std::thread::spawn(move || {
+        let mut cmd = Command::new("/bin/true");
+        // SAFETY: the closure runs in the child between fork and exec; it
+        // writes one byte to a pipe and sleeps, two system calls that are
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                (&in_child).write_all(b"f")?;
+                std::thread::sleep(Duration::from_millis(500));
+                Ok(())
+            });
+        }
+        cmd.status().unwrap()
+    });
+    let mut byte = [0];
+    forked.read_exact(&mut byte).unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert!(spawner.join().unwrap().success());
+}
+
 // ---------------------------------------------------------------- control
 
 /// Not damage: an intact store holding one record whose encoded length
