@@ -968,8 +968,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &Args<'_>) {
     }
     if ctx.session.multi.is_some() && spec.flags & NO_QUEUE == 0 {
         // Redis looks a container's subcommand up, and checks its arity,
-        // before it queues it: a refusal fails the transaction.
+        // before it queues it: a refusal fails the transaction. A container
+        // named alone (COMMAND, whose arity allows it) is queued as it is:
+        // looking for its subcommand panicked the connection (found by the
+        // `commands` fuzz target, 2026-12-07).
         if !subcommands(spec.name).is_empty()
+            && args.len() > 1
             && let Err((e, sub)) = find_sub(args, spec.name)
         {
             if let Some(at) = sub {

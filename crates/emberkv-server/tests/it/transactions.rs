@@ -54,6 +54,42 @@ fn save_and_shutdown_are_refused_inside_a_transaction() {
     assert_eq!(r.q("PING"), simple("PONG"), "the server still runs");
 }
 
+/// Regression (the `commands` fuzz target, 2026-12-07): COMMAND alone
+/// after MULTI looked for a subcommand that was not there and panicked
+/// the connection; it is queued and runs at EXEC, as in Redis. A container
+/// command's missing or unknown subcommand still fails the transaction.
+#[test]
+fn a_container_command_alone_is_queued_inside_a_transaction() {
+    let s = Server::start(&[]);
+    let mut r = s.raw();
+    assert_eq!(r.q("MULTI"), ok());
+    assert_eq!(r.q("COMMAND"), queued());
+    match r.q("EXEC") {
+        Frame::Array(replies) => {
+            assert_eq!(replies.len(), 1);
+            // COMMAND's reply outside a transaction: one entry a command.
+            let alone = match r.q("COMMAND") {
+                Frame::Array(commands) => commands.len(),
+                _ => 0,
+            };
+            assert!(alone > 10, "COMMAND lists {alone} commands");
+            assert!(
+                matches!(&replies[0], Frame::Array(commands) if commands.len() == alone),
+                "COMMAND inside the transaction replied otherwise"
+            );
+        }
+        _ => panic!("EXEC did not reply with an array"),
+    }
+    assert_eq!(r.q("MULTI"), ok());
+    assert!(matches!(r.q("CONFIG"), Frame::Error(_)));
+    assert!(matches!(r.q("COMMAND NOSUCH"), Frame::Error(_)));
+    assert_eq!(
+        r.q("EXEC"),
+        error("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(r.q("PING"), simple("PONG"), "the connection still runs");
+}
+
 #[test]
 fn queued_commands_run_at_exec_with_redis_replies() {
     let s = Server::start(&[]);
