@@ -1486,13 +1486,21 @@ mod tests {
                 let found = log.get(&index, &[k as u8], hash_homed(k as u64, h));
                 assert!(found.is_some(), "{case}: key {k} lost");
             }
-            let table = index.table(7);
-            let used = (table.slots.iter())
-                .filter(|s| s.load(Ordering::Relaxed) != EMPTY)
-                .count();
-            assert_eq!(index.writer(7).state.used, used, "{case}");
+            assert_eq!(
+                index.writer(7).state.used,
+                non_empty_slots(&index, 7),
+                "{case}"
+            );
             assert_eq!(index.len(), 14, "{case}");
         }
+    }
+
+    /// Slots of shard `shard`'s table that are not empty (entries and
+    /// deleted marks): what its `used` count must be.
+    fn non_empty_slots(index: &Index, shard: usize) -> usize {
+        (index.table(shard).slots.iter())
+            .filter(|s| s.load(Ordering::Relaxed) != EMPTY)
+            .count()
     }
 
     /// The residual case (found by a helper's review): a damaged entry at
@@ -1590,10 +1598,7 @@ mod tests {
                             "round {round}, after key {k}: {key:?} lost"
                         );
                     }
-                    let table = index.table(7);
-                    let used = (table.slots.iter())
-                        .filter(|s| s.load(Ordering::Relaxed) != EMPTY)
-                        .count();
+                    let used = non_empty_slots(&index, 7);
                     assert_eq!(index.writer(7).state.used, used, "round {round}");
                 }
             }

@@ -148,15 +148,12 @@ impl Claim {
         let meta = directory.metadata()?;
         let id = (meta.dev(), meta.ino());
         let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-        match (held.get_mut(&id), share) {
-            (None, Share::Exclusive) => {
-                held.insert(id, None);
+        match held.get_mut(&id) {
+            None => {
+                held.insert(id, (share == Share::Shared).then_some(1));
             }
-            (None, Share::Shared) => {
-                held.insert(id, Some(1));
-            }
-            (Some(Some(shared)), Share::Shared) => *shared += 1,
-            (Some(_), _) => {
+            Some(Some(shared)) if share == Share::Shared => *shared += 1,
+            Some(_) => {
                 return Err(Error::Locked {
                     path: dir.to_path_buf(),
                 });
