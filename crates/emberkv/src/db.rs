@@ -242,7 +242,7 @@ impl Core {
     /// A lookup that raced with compaction may find its record's segment
     /// file deleted (the index already points at the copy); it then looks
     /// the key up again.
-    fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Option<u64>>> {
+    pub(crate) fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Option<u64>>> {
         let hash = self.hasher.hash(key);
         let mut tries = 0;
         loop {
