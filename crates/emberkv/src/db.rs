@@ -1242,6 +1242,11 @@ impl Db {
     /// its index shard grew can come with its value from before). Each item
     /// is read from the log (one positioned read for a cold key). Once it
     /// has returned `None`, it keeps returning `None`.
+    ///
+    /// An item is an error where a get would fail: [`Error::Corruption`]
+    /// for a record that fails its checksum (the iteration goes on past
+    /// it; a damaged record met again, by the lookup of another key whose
+    /// entry had expired, is reported again), [`Error::Io`].
     pub fn iter(&self) -> Iter<'_> {
         Iter::new(self)
     }
