@@ -158,8 +158,8 @@ impl ReadCache {
     /// `bytes`, allocated at once and taken out of it); 0 disables it.
     ///
     /// # Errors
-    /// [`Error::InvalidOptions`] when the address tables cannot be
-    /// allocated.
+    /// [`Error::InvalidOptions`] when the address tables exceed the
+    /// machine's memory or cannot be allocated.
     pub(crate) fn new(bytes: usize) -> Result<ReadCache> {
         if bytes == 0 {
             return Ok(ReadCache {
@@ -175,6 +175,10 @@ impl ReadCache {
             .next_power_of_two()
             .max(64);
         let tables = (present + ghost) * size_of::<AtomicU64>();
+        crate::options::check_fits_memory(
+            &format!("read_cache_bytes = {bytes}: its address tables"),
+            tables as u64,
+        )?;
         let unallocatable = || {
             Error::InvalidOptions(format!(
                 "read_cache_bytes = {bytes}: its address tables ({tables} bytes) \

@@ -118,7 +118,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let meta = meta::load(dir)?;
     let hasher = KeyHasher::new(meta.hash_seed);
     let storage = Segments::read_only(dir, meta.segment_bits, meta.store_id);
-    let index = Index::with_capacity(0);
+    let index = Index::with_capacity(0)?;
     index.track_homes(true);
     let mut report = CheckReport::default();
     let retired = manifest::load(dir)?;

@@ -235,6 +235,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         return Err(bad(28, "another shard count"));
     }
     let mut images = Vec::with_capacity(SHARDS);
+    let mut table_memory = 0u64;
     for _ in 0..SHARDS {
         let n = r.u64()?;
         let used = r.u64()?;
@@ -242,6 +243,13 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         if n == 0 || n > 1 << 32 || used > n || (!dense && n % 8 != 0) {
             return Err(bad(r.at, "impossible table size"));
         }
+        // Layout 3 stores a table's empty slots as bits: a file can ask
+        // for 64 times its size in tables. More than the machine's memory
+        // is refused (the store then replays its log) rather than granted
+        // by overcommit and filled until the process is killed.
+        table_memory += n * 8;
+        crate::options::check_fits_memory("its index tables", table_memory)
+            .map_err(|_| bad(r.at, "tables larger than this machine's memory"))?;
         // Bounds before allocating: the counts must fit in what is left.
         let table_bytes = if dense { n * 8 } else { n / 8 + used * 8 };
         if m * 40 + table_bytes > (r.bytes.len() - r.at) as u64 {
@@ -290,7 +298,11 @@ fn used_entries(r: &mut Reader<'_>, n: usize, used: u64) -> Result<Vec<u64>> {
             &format!("{marked} slots marked used, {used} counted"),
         ));
     }
-    let mut entries = vec![EMPTY; n];
+    let mut entries = Vec::new();
+    entries
+        .try_reserve_exact(n)
+        .map_err(|_| bad(r.at, &format!("a table of {n} slots cannot be allocated")))?;
+    entries.resize(n, EMPTY);
     for (byte, &bits) in bitmap.iter().enumerate() {
         let mut bits = bits;
         while bits != 0 {
@@ -344,7 +356,7 @@ mod tests {
     #[test]
     fn roundtrip_and_every_damage_is_rejected() {
         let dir = tempfile::tempdir().unwrap();
-        let index = Index::with_capacity(100);
+        let index = Index::with_capacity(100).unwrap();
         write(dir.path(), 7, &index, 4096, || Ok(())).unwrap();
         let bytes = fs::read(dir.path().join(FILE)).unwrap();
         let loaded = decode(&bytes, 7).unwrap();

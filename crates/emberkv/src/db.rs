@@ -872,7 +872,7 @@ impl Db {
         let (index, from, tail, pads) = match from_checkpoint {
             Some(restored) => restored,
             None => {
-                let index = Index::with_capacity(options.key_capacity);
+                let index = Index::with_capacity(options.key_capacity)?;
                 index.track_homes(true);
                 let (tail, pads) = replay(&index, 0)?;
                 index.track_homes(false);

@@ -279,11 +279,16 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    fn new(slots: usize, generation: u32) -> Table {
-        Table {
-            slots: (0..slots).map(|_| AtomicU64::new(EMPTY)).collect(),
+    /// A table of `slots` empty slots, or `None` when their memory (8
+    /// bytes a slot) cannot be allocated.
+    fn try_new(slots: usize, generation: u32) -> Option<Table> {
+        let mut table = Vec::new();
+        table.try_reserve_exact(slots).ok()?;
+        table.extend((0..slots).map(|_| AtomicU64::new(EMPTY)));
+        Some(Table {
+            slots: table.into_boxed_slice(),
             generation,
-        }
+        })
     }
 
     /// Number of slots.
@@ -531,19 +536,33 @@ pub(crate) struct ShardWriter<'a> {
 
 impl Index {
     /// An index sized for `key_capacity` keys without growing.
-    pub(crate) fn with_capacity(key_capacity: usize) -> Index {
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] when its tables (about 10 bytes a key)
+    /// exceed the machine's memory or cannot be allocated (see
+    /// [`crate::options::check_fits_memory`]).
+    pub(crate) fn with_capacity(key_capacity: usize) -> Result<Index> {
         let slots = slots_for(key_capacity);
-        Index {
-            shards: (0..SHARDS)
-                .map(|_| Shard {
-                    table: ArcSwap::from_pointee(Table::new(slots, 0)),
+        let what = format!("key_capacity = {key_capacity}: its index tables");
+        let bytes = (slots * SHARDS).saturating_mul(size_of::<AtomicU64>());
+        crate::options::check_fits_memory(&what, bytes as u64)?;
+        let shards = (0..SHARDS)
+            .map(|_| {
+                Some(Shard {
+                    table: ArcSwap::from_pointee(Table::try_new(slots, 0)?),
                     writer: SleepingMutex::new(ShardState::default()),
                     live: AtomicUsize::new(0),
                 })
-                .collect(),
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::InvalidOptions(format!("{what} ({bytes} bytes) cannot be allocated"))
+            })?;
+        Ok(Index {
+            shards,
             base: Base(AtomicU64::new(0)),
             presized: slots,
-        }
+        })
     }
 
     /// Starts (`true`) or stops keeping each slot's home (see
@@ -1210,8 +1229,12 @@ impl ShardWriter<'_> {
         };
         let mut len = len;
         let (new, homes, used, placed) = loop {
-            let new = Table::new(len, old.generation.wrapping_add(1));
-            let mut homes = self.state.keep_homes.then(|| vec![0; len]);
+            let new = Table::try_new(len, old.generation.wrapping_add(1))
+                .ok_or_else(|| unallocatable_growth(len))?;
+            let mut homes = match self.state.keep_homes {
+                true => Some(try_zeroed(len).ok_or_else(|| unallocatable_growth(len))?),
+                false => None,
+            };
             for (&e, &hash) in entries.iter().zip(&hashes) {
                 let mut i = home(hash, len);
                 while new.slots[i].load(Ordering::Relaxed) != EMPTY {
@@ -1262,6 +1285,27 @@ impl ShardWriter<'_> {
 /// How many times its old size a table may grow to so that a growth has
 /// room for the slots its strays mark (see `place_stray`).
 const MAX_STRAY_GROWTH: usize = 8;
+
+/// The error of a growth to `len` slots whose memory cannot be
+/// allocated: the table is left as it was, and the write that needed the
+/// room fails.
+fn unallocatable_growth(len: usize) -> Error {
+    Error::Io(std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        format!(
+            "the index cannot grow a shard to {len} slots ({} bytes): out of memory",
+            len.saturating_mul(size_of::<AtomicU64>())
+        ),
+    ))
+}
+
+/// `len` zeros, or `None` when their memory cannot be allocated.
+fn try_zeroed(len: usize) -> Option<Vec<u32>> {
+    let mut zeros = Vec::new();
+    zeros.try_reserve_exact(len).ok()?;
+    zeros.resize(len, 0);
+    Some(zeros)
+}
 
 /// The error of a growth that cannot place an entry whose record at
 /// `addr` names a key that does not give back the entry's hash (a damage
@@ -1388,7 +1432,7 @@ mod tests {
 
     #[test]
     fn colliding_tags_and_slots_keep_keys_apart() {
-        let index = Index::with_capacity(0);
+        let index = Index::with_capacity(0).unwrap();
         let mut log = FakeLog::default();
         // Every key has the same hash: same shard, same tag, same home slot.
         let h = 0xDEAD_BEEF_1234_5678;
@@ -1439,7 +1483,7 @@ mod tests {
             (4, 5, 0, false),
         ] {
             let case = format!("key {key} claiming home {claimed}");
-            let index = Index::with_capacity(0);
+            let index = Index::with_capacity(0).unwrap();
             let mut log = FakeLog::default();
             for (k, &h) in homes.iter().enumerate() {
                 log.put(&index, &[k as u8], hash_homed(k as u64, h));
@@ -1512,7 +1556,7 @@ mod tests {
     #[test]
     fn a_damaged_entry_whose_run_fills_its_table_fails_the_growth() {
         let homes: Vec<u64> = [15, 15, 15].into_iter().chain(4..=14).collect();
-        let index = Index::with_capacity(0);
+        let index = Index::with_capacity(0).unwrap();
         let mut log = FakeLog::default();
         for (k, &h) in homes.iter().enumerate() {
             log.put(&index, &[k as u8], hash_homed(k as u64, h));
@@ -1559,7 +1603,7 @@ mod tests {
         };
         for round in 0..100 {
             // 320 slots a shard, as the default `key_capacity` gives.
-            let index = Index::with_capacity(1 << 16);
+            let index = Index::with_capacity(1 << 16).unwrap();
             assert_eq!(index.table(7).len(), 320);
             let mut log = FakeLog::default();
             let in_shard = |h: u64| 7 << (64 - SHARD_BITS) | h >> SHARD_BITS;
@@ -1609,7 +1653,7 @@ mod tests {
 
     #[test]
     fn grows_past_capacity_and_overwrites_in_place() {
-        let index = Index::with_capacity(16);
+        let index = Index::with_capacity(16).unwrap();
         let mut log = FakeLog::default();
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         for i in 0..20_000u64 {
@@ -1627,7 +1671,7 @@ mod tests {
 
     #[test]
     fn churn_of_removes_does_not_fill_the_table() {
-        let index = Index::with_capacity(64);
+        let index = Index::with_capacity(64).unwrap();
         let mut log = FakeLog::default();
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         for i in 0..50_000u64 {
@@ -1674,7 +1718,7 @@ mod tests {
 
     #[test]
     fn lookups_and_growth_cross_an_address_that_is_a_multiple_of_2_48() {
-        let index = Index::with_capacity(16);
+        let index = Index::with_capacity(16).unwrap();
         let mut log = FakeLog {
             next: (3 << 48) - 40_000,
             ..FakeLog::default()
@@ -1710,7 +1754,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_image_that_contradicts_itself_is_refused() {
-        let index = Index::with_capacity(0);
+        let index = Index::with_capacity(0).unwrap();
         let mut log = FakeLog::default();
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         for i in 0..2_000u64 {
@@ -1764,7 +1808,7 @@ mod tests {
     /// Fills an index with `n` keys (no log: addresses stand in for keys)
     /// and returns its bytes per key.
     fn bytes_per_key(capacity: usize, n: u64) -> f64 {
-        let index = Index::with_capacity(capacity);
+        let index = Index::with_capacity(capacity).unwrap();
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         for i in 1..=n {
             let h = hash(i);
@@ -1784,7 +1828,7 @@ mod tests {
     /// quarters it was about three.
     #[test]
     fn a_small_index_grows_with_about_one_key_re_read_per_key() {
-        let index = Index::with_capacity(1 << 16);
+        let index = Index::with_capacity(1 << 16).unwrap();
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         let re_read = std::cell::Cell::new(0u64);
         let n = 200_000;
@@ -1815,7 +1859,7 @@ mod tests {
     /// after it, growth reads keys again.
     #[test]
     fn a_replay_grows_from_tracked_homes_without_reading_keys() {
-        let index = Index::with_capacity(16);
+        let index = Index::with_capacity(16).unwrap();
         index.track_homes(true);
         let hash = |i: u64| xxhash_rust::xxh3::xxh3_64(&i.to_le_bytes());
         // Key i is written at 8i, and overwritten at 8i + OVER.
@@ -2022,7 +2066,7 @@ mod shuttle_tests {
     /// one older than the reader saw before (per-key linearizability of a
     /// register with one writer).
     fn schedule() {
-        let index = Arc::new(Index::with_capacity(0));
+        let index = Arc::new(Index::with_capacity(0).unwrap());
         for k in CHURNED.chain(STABLE) {
             put(&index, k, 0);
         }

@@ -20,7 +20,10 @@ use crate::error::{Error, Result};
 #[non_exhaustive]
 pub struct Options {
     /// Expected number of distinct keys; sizes the hash index up front so
-    /// that it does not grow below this count. Default 65,536.
+    /// that it does not grow below this count (its tables, about 10 bytes
+    /// a key, are allocated at open). Default 65,536; at most 2^34, and
+    /// refused at open ([`Error::InvalidOptions`]) when the tables would
+    /// exceed the machine's physical memory.
     pub key_capacity: usize,
     /// Memory for the hot tier (the in-memory tail of the log), in bytes:
     /// gets of the records in it make no system call. It is taken as the
@@ -45,7 +48,11 @@ pub struct Options {
     /// module, after S3-FIFO): a record read once costs its address in a
     /// queue only, so a scan does not flush what is read often. Each record costs its size plus 64 bytes
     /// of bookkeeping; a record above a 640th of this (52 KiB of the
-    /// default) is not cached. 0 turns the cache off. Default 32 MiB; at most 2^40.
+    /// default) is not cached. 0 turns the cache off. Default 32 MiB; at
+    /// most 2^40. Its address tables (a 26th to a 13th of it) are
+    /// allocated at open, and refused ([`Error::InvalidOptions`]) when
+    /// they would exceed the machine's physical memory or cannot be
+    /// allocated.
     pub read_cache_bytes: usize,
     /// When `true` (the default), gets read cold records through a
     /// read-only memory map of each segment file: a record in the OS page
@@ -426,5 +433,54 @@ impl Options {
             ));
         }
         Ok(())
+    }
+}
+
+/// This machine's physical memory in bytes (`MemTotal` in
+/// `/proc/meminfo`), or `None` when it cannot be read.
+pub(crate) fn physical_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuses `bytes` of tables that an option asks to be allocated at open
+/// (described by `what`, such as "key_capacity = 17179869184: its index
+/// tables") when they exceed this machine's physical memory
+/// ([`physical_memory`]; not checked where it cannot be read). Such an
+/// allocation would not fail at once: with the kernel's overcommit, tables
+/// allocated piece by piece are granted, and the process is killed as it
+/// fills them.
+///
+/// # Errors
+/// [`Error::InvalidOptions`] naming `what`, its bytes and the memory.
+pub(crate) fn check_fits_memory(what: &str, bytes: u64) -> Result<()> {
+    match physical_memory() {
+        Some(memory) if bytes > memory => Err(Error::InvalidOptions(format!(
+            "{what} ({bytes} bytes) exceed this machine's memory ({memory} bytes)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_beyond_this_machines_memory_are_refused() {
+        let memory = physical_memory().expect("Linux has /proc/meminfo");
+        assert!(memory > 1 << 20, "{memory}");
+        assert!(check_fits_memory("tables", memory).is_ok());
+        match check_fits_memory("key_capacity = 7: its index tables", memory + 1) {
+            Err(Error::InvalidOptions(why)) => {
+                assert!(
+                    why.starts_with("key_capacity = 7: its index tables ("),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -1175,7 +1175,7 @@ mod tests {
         drop(log);
         let storage = Segments::new(dir.path(), 20, 1);
         let (hasher, retired) = (KeyHasher::new(1), Retired::default());
-        let index = Index::with_capacity(64);
+        let index = Index::with_capacity(64).unwrap();
         storage
             .fail_sync_of
             .store(0, std::sync::atomic::Ordering::Relaxed);
@@ -1217,7 +1217,7 @@ mod tests {
         let storage = Segments::new(dir.path(), 26, 1);
         let (hasher, retired) = (KeyHasher::new(1), Retired::default());
         let replay = |from| {
-            let index = Index::with_capacity(1024);
+            let index = Index::with_capacity(1024).unwrap();
             let mut found = Replayed::default();
             replay(
                 &storage,

@@ -761,11 +761,13 @@ fn every_write_path_takes_the_segment_bound_exactly_and_rejects_one_byte_more() 
 const ENV_MEMORY_CHILD: &str = "EMBERKV_MEMORY_CHILD";
 
 #[test]
-fn a_read_cache_too_large_to_allocate_is_a_clear_error() -> TestResult {
+fn tables_too_large_to_allocate_are_a_clear_error() -> TestResult {
     // Found by an attack on the read cache: the largest valid
     // `read_cache_bytes` (2^40) allocated 40 GiB of address tables at open,
-    // and under `ulimit -v` the process aborted. A child with 4 GiB of
-    // address space opens a store with it.
+    // and under `ulimit -v` the process aborted. Found by an attack on
+    // 2026-12-07: so did the largest valid `key_capacity` (2^34, 172 GB
+    // of index tables), whose shards' tables were allocated one by one.
+    // A child with 4 GiB of address space opens a store with each.
     let dir = tempfile::tempdir()?;
     run_child(
         "ulimit -v 4194304",
@@ -787,6 +789,11 @@ fn memory_child() -> TestResult {
         Err(Error::InvalidOptions(msg)) => eprintln!("open: {msg}"),
         Err(e) => panic!("open failed otherwise: {e:?}"),
         Ok(_) => panic!("open allocated 40 GiB in 4 GiB of address space"),
+    }
+    match Db::open(&dir, Options::default().key_capacity(1 << 34)) {
+        Err(Error::InvalidOptions(msg)) => eprintln!("open: {msg}"),
+        Err(e) => panic!("open failed otherwise: {e:?}"),
+        Ok(_) => panic!("open allocated 172 GB in 4 GiB of address space"),
     }
     let db = Db::open(&dir, Options::default().read_cache_bytes(1 << 20))?;
     db.insert(b"k", b"v")?;
