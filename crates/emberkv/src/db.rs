@@ -962,7 +962,9 @@ impl Db {
     /// # Errors
     /// [`Error::KeyTooLarge`] above [`MAX_KEY_BYTES`], [`Error::ValueTooLarge`]
     /// above [`MAX_VALUE_BYTES`] (or what one segment holds); nothing is
-    /// written then. [`Error::Io`] when writing the log fails: for lack of
+    /// written then, nor when the key's index shard must grow and its
+    /// larger table cannot be allocated ([`Error::Io`] of kind
+    /// `OutOfMemory`). [`Error::Io`] when writing the log fails: for lack of
     /// disk space or file descriptors (`ENOSPC`, `EDQUOT`, `EMFILE`,
     /// `ENFILE`) writes fail while it lasts and succeed again once there is
     /// room; after any other failure, or a failed fdatasync, the store
