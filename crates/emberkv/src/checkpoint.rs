@@ -235,7 +235,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         return Err(bad(28, "another shard count"));
     }
     let mut images = Vec::with_capacity(SHARDS);
-    let mut table_memory = 0u64;
+    let (mut table_memory, memory) = (0u64, crate::options::physical_memory());
     for _ in 0..SHARDS {
         let n = r.u64()?;
         let used = r.u64()?;
@@ -248,8 +248,9 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         // is refused (the store then replays its log) rather than granted
         // by overcommit and filled until the process is killed.
         table_memory += n * 8;
-        crate::options::check_fits_memory("its index tables", table_memory)
-            .map_err(|_| bad(r.at, "tables larger than this machine's memory"))?;
+        if memory.is_some_and(|memory| table_memory > memory) {
+            return Err(bad(r.at, "tables larger than this machine's memory"));
+        }
         // Bounds before allocating: the counts must fit in what is left.
         let table_bytes = if dense { n * 8 } else { n / 8 + used * 8 };
         if m * 40 + table_bytes > (r.bytes.len() - r.at) as u64 {

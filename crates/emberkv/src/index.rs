@@ -1231,9 +1231,10 @@ impl ShardWriter<'_> {
         let (new, homes, used, placed) = loop {
             let new = Table::try_new(len, old.generation.wrapping_add(1))
                 .ok_or_else(|| unallocatable_growth(len))?;
-            let mut homes = match self.state.keep_homes {
-                true => Some(try_zeroed(len).ok_or_else(|| unallocatable_growth(len))?),
-                false => None,
+            let mut homes = if self.state.keep_homes {
+                Some(try_zeroed(len).ok_or_else(|| unallocatable_growth(len))?)
+            } else {
+                None
             };
             for (&e, &hash) in entries.iter().zip(&hashes) {
                 let mut i = home(hash, len);
