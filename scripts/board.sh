@@ -15,9 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/emberkv/target}"
 
+# The unversioned libclang.so that the -dev packages install (libclang-cpp
+# and the runtime's libclang-14.so.1 alone come without the headers that
+# the bindings' build needs), or a LIBCLANG_PATH given by the caller.
 has_libclang() {
-    ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so' \
-        || compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null
+    [ -n "${LIBCLANG_PATH:-}" ] \
+        || compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null \
+        || ldconfig -p 2>/dev/null | grep -q '[[:space:]]libclang\.so[[:space:]]'
 }
 if ! has_libclang; then
     echo "== installing libclang-dev (for RocksDB's bindings)"
