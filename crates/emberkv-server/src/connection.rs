@@ -65,6 +65,10 @@ const DRAIN_STALL: std::time::Duration = std::time::Duration::from_secs(5);
 /// process, out of memory, at 10^15 bytes.
 const MAX_RESERVE: usize = 64 << 20;
 
+/// A read buffer grown past this many bytes (1 MiB) for a large request is
+/// replaced by one of [`READ_CHUNK`] once it is empty again.
+const SHRINK_ABOVE: usize = 1 << 20;
+
 /// A client's socket (non-blocking).
 #[derive(Debug)]
 pub enum Stream {
@@ -196,6 +200,8 @@ pub struct Connection {
     session: Session,
     stream: Stream,
     inbuf: BytesMut,
+    /// `inbuf` was grown past [`SHRINK_ABOVE`] (see [`Connection::process`]).
+    inbuf_grown: bool,
     out: Reply,
     parser: RequestParser,
     /// The buffer length at which the parser can make progress.
@@ -268,6 +274,7 @@ impl Connection {
             shared,
             stream,
             inbuf: BytesMut::with_capacity(READ_CHUNK),
+            inbuf_grown: false,
             out: Reply::new(),
             parser: RequestParser::new(max_bulk),
             need: 0,
@@ -540,6 +547,13 @@ impl Connection {
         if self.session.scratch.capacity() > 1 << 20 {
             self.session.scratch = Vec::new();
         }
+        // Found by an attack (2026-12-07): each idle connection kept the
+        // memory of its largest request (60 MiB each after one large SET;
+        // redis-server shrinks its idle clients' query buffers).
+        if self.inbuf_grown && self.inbuf.is_empty() {
+            self.inbuf = BytesMut::with_capacity(READ_CHUNK);
+            self.inbuf_grown = false;
+        }
         close
     }
 
@@ -554,6 +568,7 @@ impl Connection {
             .clamp(READ_CHUNK, MAX_RESERVE);
         if self.inbuf.capacity() - self.inbuf.len() < want {
             self.inbuf.reserve(want);
+            self.inbuf_grown |= self.inbuf.capacity() > SHRINK_ABOVE;
         }
     }
 }
