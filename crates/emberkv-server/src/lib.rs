@@ -30,7 +30,9 @@
 //! fdatasync covering that write has returned. `everysec` and `no`: the
 //! engine's background flush, which makes writes durable within about
 //! 100 ms. Either way SIGTERM, SIGINT and SHUTDOWN close the store
-//! cleanly, so every acknowledged write survives a clean stop.
+//! cleanly, so every acknowledged write survives a clean stop; one whose
+//! first sync fails (a full disk) is refused and the server keeps running
+//! (SHUTDOWN FORCE exits anyway).
 
 #![warn(missing_docs)]
 

@@ -369,11 +369,35 @@ fn serve(
     };
     notice!("Ready to accept connections ({threads} io threads)");
 
-    match shared.shutdown.wait() {
-        Reason::Terminate => notice!("Received SIGTERM scheduling shutdown..."),
-        Reason::Interrupt => notice!("Received SIGINT scheduling shutdown..."),
-        Reason::Command => notice!("User requested shutdown..."),
-        Reason::LoopFailed => warning!("An event loop failed, shutting down..."),
+    loop {
+        let signal = match shared.shutdown.wait() {
+            Reason::Terminate => "SIGTERM",
+            Reason::Interrupt => "SIGINT",
+            Reason::Command => {
+                // SHUTDOWN synced the store already (or was forced).
+                notice!("User requested shutdown...");
+                break;
+            }
+            Reason::LoopFailed => {
+                warning!("An event loop failed, shutting down...");
+                break;
+            }
+        };
+        notice!("Received {signal} scheduling shutdown...");
+        // A store that cannot make its writes durable now (a full disk)
+        // keeps the server running, as Redis does when its final save
+        // fails (found by an attack: the server exited and lost the
+        // writes acknowledged since its last flush).
+        match shared.store.sync() {
+            Ok(()) => break,
+            Err(e) => {
+                warning!(
+                    "{signal} received but errors trying to shut down the server: the store's \
+                     sync failed ({e}); it keeps running so that no acknowledged write is lost"
+                );
+                shared.shutdown.withdraw();
+            }
+        }
     }
     for h in &handles {
         h.stop();

@@ -40,6 +40,12 @@ impl Shutdown {
         }
     }
 
+    /// Withdraws the request: the server keeps running (its final sync
+    /// failed); the next request starts a shutdown again.
+    pub fn withdraw(&self) {
+        *self.reason.lock() = None;
+    }
+
     /// Whether a shutdown was requested.
     pub fn is_requested(&self) -> bool {
         self.reason.lock().is_some()

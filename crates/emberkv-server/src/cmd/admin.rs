@@ -61,12 +61,14 @@ pub(super) fn time(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
 
 pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let (mut nosave, mut save, mut abort, mut other) = (false, false, false, false);
+    let mut force = false;
     for a in args.from(1) {
         if is(a, "NOSAVE") {
             nosave = true;
         } else if is(a, "SAVE") {
             save = true;
         } else if is(a, "NOW") || is(a, "FORCE") {
+            force |= is(a, "FORCE");
             other = true;
         } else if is(a, "ABORT") {
             abort = true;
@@ -81,8 +83,18 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         return Err(CmdError::err("No shutdown in progress."));
     }
     // NOSAVE does not skip the final flush: the store is always closed
-    // cleanly, so nothing acknowledged is lost. (The server logs the
-    // request when it acts on it.)
+    // cleanly, so nothing acknowledged is lost. A store that cannot make
+    // its writes durable now (a full disk) keeps the server running, as
+    // Redis does when its final save fails, unless FORCE (found by an
+    // attack: the server exited and lost the writes acknowledged since
+    // its last flush). (The server logs the request when it acts on it.)
+    if !force && let Err(e) = ctx.shared.store.sync() {
+        crate::warning!(
+            "Errors trying to shut down the server: the store's sync failed ({e}); \
+             it keeps running so that no acknowledged write is lost"
+        );
+        return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+    }
     ctx.session.shutdown = true;
     Ok(())
 }

@@ -202,6 +202,14 @@ impl Server {
         }
     }
 
+    /// Whether the process has exited (without waiting for it).
+    pub fn exited(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => child.try_wait().expect("try_wait").is_some(),
+            None => true,
+        }
+    }
+
     /// SIGTERM, then waits; returns the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
         self.signal(libc::SIGTERM);

@@ -263,3 +263,120 @@ fn save_makes_writes_durable_before_it_replies() {
     let s2 = s.restart();
     assert_eq!(s2.raw().q("DBSIZE"), int(100));
 }
+
+/// A tmpfs mounted over a directory (root only), unmounted on drop.
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    /// Mounts a tmpfs of `size` (as mount's `size=`) on `dir`; `None`
+    /// after printing why the test is skipped.
+    fn tmpfs(dir: &std::path::Path, size: &str) -> Option<Mounted> {
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Mounted(dir.to_owned())),
+            other => {
+                eprintln!("skipped: cannot mount a tmpfs: {other:?}");
+                None
+            }
+        }
+    }
+
+    /// Gives the file system `size` (as mount's `size=`).
+    fn resize(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "remount failed");
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// How a test asks the server to stop.
+#[derive(Clone, Copy)]
+enum Stop {
+    Command,
+    Terminate,
+}
+
+/// Found by an attack (2026-12-07): on a full disk, SHUTDOWN and SIGTERM
+/// closed the store, whose final flush failed, and the server exited
+/// (code 1), losing the writes acknowledged since its last flush (9 of 129
+/// in the attack, every time). Now a stop whose sync fails keeps the
+/// server running, as Redis does when its final save fails. SETs of 256
+/// KiB fill a 24 MiB tmpfs until one fails; the server is asked to stop;
+/// if it is still up a moment later, the disk is given room and it is
+/// asked again. After a restart every acknowledged SET must be there.
+fn a_stop_on_a_full_disk_keeps_every_acknowledged_write(stop: Stop) {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let Some(disk) = Mounted::tmpfs(dir.path(), "24m") else {
+        return;
+    };
+    let mut s = Server::start_in(Arc::clone(&dir), &["--hot-bytes", "4mb"]);
+    let mut r = s.raw();
+    let value = vec![b'v'; 256 << 10];
+    let mut acknowledged = 0;
+    loop {
+        let key = format!("k{acknowledged}");
+        if r.call(&[b"SET", key.as_bytes(), &value]) != ok() {
+            break;
+        }
+        acknowledged += 1;
+        assert!(acknowledged < 200, "24 MiB never filled");
+    }
+    assert!(acknowledged > 0);
+    match stop {
+        Stop::Command => {
+            r.cmd(&[b"SHUTDOWN"]);
+            // No reply when it shuts down (its sync went through).
+            if let Some(refused) = r.frame() {
+                assert_eq!(refused, error("ERR Errors trying to SHUTDOWN. Check logs."));
+                assert_eq!(r.q("PING"), simple("PONG"), "it keeps running");
+                disk.resize("64m");
+                r.cmd(&[b"SHUTDOWN"]);
+                assert!(r.closed());
+            }
+        }
+        Stop::Terminate => {
+            s.signal(libc::SIGTERM);
+            if !eventually(2, || s.exited()) {
+                disk.resize("64m");
+                s.signal(libc::SIGTERM);
+            }
+        }
+    }
+    assert!(s.wait().success(), "{}", s.log());
+    disk.resize("64m");
+    let s2 = s.restart();
+    let mut r2 = s2.raw();
+    for i in 0..acknowledged {
+        let key = format!("k{i}");
+        assert_eq!(
+            r2.call(&[b"STRLEN", key.as_bytes()]),
+            int(256 << 10),
+            "{key} of {acknowledged} acknowledged"
+        );
+    }
+}
+
+#[test]
+fn shutdown_on_a_full_disk_keeps_every_acknowledged_write() {
+    a_stop_on_a_full_disk_keeps_every_acknowledged_write(Stop::Command);
+}
+
+#[test]
+fn sigterm_on_a_full_disk_keeps_every_acknowledged_write() {
+    a_stop_on_a_full_disk_keeps_every_acknowledged_write(Stop::Terminate);
+}
