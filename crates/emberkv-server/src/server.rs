@@ -399,6 +399,7 @@ fn serve(
             }
         }
     }
+    shared.shutdown.confirm();
     for h in &handles {
         h.stop();
     }

@@ -1,5 +1,7 @@
-//! The shutdown signal: requested once, by SIGTERM, SIGINT or the
-//! SHUTDOWN command, and waited for by the server's main thread.
+//! The shutdown signal: requested by SIGTERM, SIGINT or the SHUTDOWN
+//! command, and waited for by the server's main thread, which withdraws a
+//! signal's request when the store's sync fails (the server keeps
+//! running) and otherwise confirms it (which stops the cron thread).
 //!
 //! The main thread then stops the listeners and tells every open
 //! connection to close through its registry handle
@@ -23,52 +25,70 @@ pub enum Reason {
     LoopFailed,
 }
 
-/// The shutdown request: set once (later requests keep the first reason).
+/// The shutdown request: set once (later requests keep the first reason),
+/// withdrawn when the server refuses it, and confirmed when the server
+/// goes ahead.
 #[derive(Debug, Default)]
 pub struct Shutdown {
-    reason: Mutex<Option<Reason>>,
-    requested: Condvar,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The pending request's reason.
+    reason: Option<Reason>,
+    /// The server goes ahead with the shutdown ([`Shutdown::confirm`]).
+    stopping: bool,
 }
 
 impl Shutdown {
     /// Requests the shutdown, unless one was requested already.
     pub fn request(&self, reason: Reason) {
-        let mut current = self.reason.lock();
-        if current.is_none() {
-            *current = Some(reason);
-            self.requested.notify_all();
+        let mut state = self.state.lock();
+        if state.reason.is_none() {
+            state.reason = Some(reason);
+            self.changed.notify_all();
         }
     }
 
     /// Withdraws the request: the server keeps running (its final sync
     /// failed); the next request starts a shutdown again.
     pub fn withdraw(&self) {
-        *self.reason.lock() = None;
+        self.state.lock().reason = None;
     }
 
-    /// Whether a shutdown was requested.
+    /// The server goes ahead with the requested shutdown: wakes
+    /// [`Shutdown::wait_timeout`].
+    pub fn confirm(&self) {
+        self.state.lock().stopping = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether a shutdown was requested (and not withdrawn).
     pub fn is_requested(&self) -> bool {
-        self.reason.lock().is_some()
+        self.state.lock().reason.is_some()
     }
 
-    /// Blocks until a shutdown is requested or `timeout` has passed;
-    /// returns whether one was requested.
+    /// Blocks until the shutdown is confirmed or `timeout` has passed;
+    /// returns whether it was confirmed (a request alone does not count:
+    /// it may be withdrawn).
     pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
-        let mut reason = self.reason.lock();
-        if reason.is_none() {
-            let _ = self.requested.wait_for(&mut reason, timeout);
+        let mut state = self.state.lock();
+        if !state.stopping {
+            let _ = self.changed.wait_for(&mut state, timeout);
         }
-        reason.is_some()
+        state.stopping
     }
 
     /// Blocks until a shutdown is requested; returns its reason.
     pub fn wait(&self) -> Reason {
-        let mut reason = self.reason.lock();
+        let mut state = self.state.lock();
         loop {
-            if let Some(r) = *reason {
+            if let Some(r) = state.reason {
                 return r;
             }
-            self.requested.wait(&mut reason);
+            self.changed.wait(&mut state);
         }
     }
 }
@@ -91,7 +111,22 @@ mod tests {
         assert_eq!(waiter.join().unwrap(), Reason::Command);
         assert!(shutdown.is_requested());
         assert_eq!(shutdown.wait(), Reason::Command);
+        assert!(!shutdown.wait_timeout(std::time::Duration::from_millis(1)));
+        shutdown.confirm();
         assert!(shutdown.wait_timeout(std::time::Duration::from_secs(60)));
         assert!(!Shutdown::default().wait_timeout(std::time::Duration::from_millis(1)));
+    }
+
+    /// A withdrawn request (a stop whose sync failed) is no request, and
+    /// the next one is waited for again.
+    #[test]
+    fn a_withdrawn_request_leaves_the_server_running() {
+        let shutdown = Shutdown::default();
+        shutdown.request(Reason::Terminate);
+        shutdown.withdraw();
+        assert!(!shutdown.is_requested());
+        assert!(!shutdown.wait_timeout(std::time::Duration::from_millis(1)));
+        shutdown.request(Reason::Interrupt);
+        assert_eq!(shutdown.wait(), Reason::Interrupt);
     }
 }
