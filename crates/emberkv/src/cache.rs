@@ -146,10 +146,7 @@ fn cost(record: &[u8]) -> usize {
 
 /// A table of `len` empty slots, or `None` when the memory cannot be had.
 fn table(len: usize) -> Option<Box<[AtomicU64]>> {
-    let mut slots = Vec::new();
-    slots.try_reserve_exact(len).ok()?;
-    slots.extend((0..len).map(|_| AtomicU64::new(0)));
-    Some(slots.into_boxed_slice())
+    crate::memory::try_filled(len, || AtomicU64::new(0)).map(Vec::into_boxed_slice)
 }
 
 impl ReadCache {
@@ -175,7 +172,7 @@ impl ReadCache {
             .next_power_of_two()
             .max(64);
         let tables = (present + ghost) * size_of::<AtomicU64>();
-        crate::options::check_fits_memory(
+        crate::memory::check_fits(
             &format!("read_cache_bytes = {bytes}: its address tables"),
             tables as u64,
         )?;

@@ -235,7 +235,7 @@ fn decode(bytes: &[u8], store_id: u64) -> Result<Loaded> {
         return Err(bad(28, "another shard count"));
     }
     let mut images = Vec::with_capacity(SHARDS);
-    let (mut table_memory, memory) = (0u64, crate::options::physical_memory());
+    let (mut table_memory, memory) = (0u64, crate::memory::physical());
     for _ in 0..SHARDS {
         let n = r.u64()?;
         let used = r.u64()?;
@@ -299,11 +299,8 @@ fn used_entries(r: &mut Reader<'_>, n: usize, used: u64) -> Result<Vec<u64>> {
             &format!("{marked} slots marked used, {used} counted"),
         ));
     }
-    let mut entries = Vec::new();
-    entries
-        .try_reserve_exact(n)
-        .map_err(|_| bad(r.at, &format!("a table of {n} slots cannot be allocated")))?;
-    entries.resize(n, EMPTY);
+    let mut entries = crate::memory::try_filled(n, || EMPTY)
+        .ok_or_else(|| bad(r.at, &format!("a table of {n} slots cannot be allocated")))?;
     for (byte, &bits) in bitmap.iter().enumerate() {
         let mut bits = bits;
         while bits != 0 {

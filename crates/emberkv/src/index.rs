@@ -282,11 +282,8 @@ impl Table {
     /// A table of `slots` empty slots, or `None` when their memory (8
     /// bytes a slot) cannot be allocated.
     fn try_new(slots: usize, generation: u32) -> Option<Table> {
-        let mut table = Vec::new();
-        table.try_reserve_exact(slots).ok()?;
-        table.extend((0..slots).map(|_| AtomicU64::new(EMPTY)));
         Some(Table {
-            slots: table.into_boxed_slice(),
+            slots: crate::memory::try_filled(slots, || AtomicU64::new(EMPTY))?.into_boxed_slice(),
             generation,
         })
     }
@@ -540,12 +537,12 @@ impl Index {
     /// # Errors
     /// [`Error::InvalidOptions`] when its tables (about 10 bytes a key)
     /// exceed the machine's memory or cannot be allocated (see
-    /// [`crate::options::check_fits_memory`]).
+    /// [`crate::memory::check_fits`]).
     pub(crate) fn with_capacity(key_capacity: usize) -> Result<Index> {
         let slots = slots_for(key_capacity);
         let what = format!("key_capacity = {key_capacity}: its index tables");
         let bytes = (slots * SHARDS).saturating_mul(size_of::<AtomicU64>());
-        crate::options::check_fits_memory(&what, bytes as u64)?;
+        crate::memory::check_fits(&what, bytes as u64)?;
         let shards = (0..SHARDS)
             .map(|_| {
                 Some(Shard {
@@ -1232,7 +1229,10 @@ impl ShardWriter<'_> {
             let new = Table::try_new(len, old.generation.wrapping_add(1))
                 .ok_or_else(|| unallocatable_growth(len))?;
             let mut homes = if self.state.keep_homes {
-                Some(try_zeroed(len).ok_or_else(|| unallocatable_growth(len))?)
+                Some(
+                    crate::memory::try_filled(len, || 0)
+                        .ok_or_else(|| unallocatable_growth(len))?,
+                )
             } else {
                 None
             };
@@ -1298,14 +1298,6 @@ fn unallocatable_growth(len: usize) -> Error {
             len.saturating_mul(size_of::<AtomicU64>())
         ),
     ))
-}
-
-/// `len` zeros, or `None` when their memory cannot be allocated.
-fn try_zeroed(len: usize) -> Option<Vec<u32>> {
-    let mut zeros = Vec::new();
-    zeros.try_reserve_exact(len).ok()?;
-    zeros.resize(len, 0);
-    Some(zeros)
 }
 
 /// The error of a growth that cannot place an entry whose record at

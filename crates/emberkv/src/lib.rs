@@ -78,6 +78,7 @@ mod iter;
 mod log;
 mod maintenance;
 mod manifest;
+mod memory;
 mod meta;
 mod options;
 mod prefetch;
