@@ -124,6 +124,25 @@ impl Shared {
     pub fn request_shutdown(&self) {
         self.shutdown.request(Reason::Command);
     }
+
+    /// Makes every acknowledged write durable before a shutdown asked for
+    /// by `by` (SHUTDOWN, SIGTERM, SIGINT); returns whether it may go
+    /// ahead. A store that cannot (a full disk) keeps the server running,
+    /// as Redis does when its final save fails, and the failure is logged
+    /// (found by an attack: the server exited and lost the writes
+    /// acknowledged since its last flush).
+    pub fn sync_before_shutdown(&self, by: &str) -> bool {
+        match self.store.sync() {
+            Ok(()) => true,
+            Err(e) => {
+                warning!(
+                    "{by}: errors trying to shut down the server: the store's sync failed \
+                     ({e}); it keeps running so that no acknowledged write is lost"
+                );
+                false
+            }
+        }
+    }
 }
 
 /// Redis 7's reply to a client refused by protected mode.
@@ -384,20 +403,10 @@ fn serve(
             }
         };
         notice!("Received {signal} scheduling shutdown...");
-        // A store that cannot make its writes durable now (a full disk)
-        // keeps the server running, as Redis does when its final save
-        // fails (found by an attack: the server exited and lost the
-        // writes acknowledged since its last flush).
-        match shared.store.sync() {
-            Ok(()) => break,
-            Err(e) => {
-                warning!(
-                    "{signal} received but errors trying to shut down the server: the store's \
-                     sync failed ({e}); it keeps running so that no acknowledged write is lost"
-                );
-                shared.shutdown.withdraw();
-            }
+        if shared.sync_before_shutdown(signal) {
+            break;
         }
+        shared.shutdown.withdraw();
     }
     shared.shutdown.confirm();
     for h in &handles {

@@ -83,16 +83,11 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         return Err(CmdError::err("No shutdown in progress."));
     }
     // NOSAVE does not skip the final flush: the store is always closed
-    // cleanly, so nothing acknowledged is lost. A store that cannot make
-    // its writes durable now (a full disk) keeps the server running, as
-    // Redis does when its final save fails, unless FORCE (found by an
-    // attack: the server exited and lost the writes acknowledged since
-    // its last flush). (The server logs the request when it acts on it.)
-    if !force && let Err(e) = ctx.shared.store.sync() {
-        crate::warning!(
-            "Errors trying to shut down the server: the store's sync failed ({e}); \
-             it keeps running so that no acknowledged write is lost"
-        );
+    // cleanly, so nothing acknowledged is lost; unless FORCE, a store that
+    // cannot make its writes durable now keeps the server running (see
+    // `Shared::sync_before_shutdown`). (The server logs the request when
+    // it acts on it.)
+    if !force && !ctx.shared.sync_before_shutdown("SHUTDOWN") {
         return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
     }
     ctx.session.shutdown = true;
