@@ -6,8 +6,10 @@
 //! holds the listeners and hands clients to the loops in turn); for each
 //! client with something to read, read once and run every whole command;
 //! if any ran a write and `appendfsync` is `always`, wait for one
-//! fdatasync covering them all ([`crate::commit`]); then write every
-//! client's replies, one write each. Replies of a round leave together,
+//! fdatasync covering them all ([`crate::commit`]), and if none did, wait
+//! until every write they may have read (another loop's, not yet
+//! acknowledged) is durable; then write every client's replies, one write
+//! each. Replies of a round leave together,
 //! as from redis-server's `beforeSleep`, so that a client's next requests
 //! tend to arrive together too and one wake-up serves many.
 //!
@@ -251,6 +253,7 @@ impl EventLoop {
     /// fdatasync `appendfsync always` asks for, then writes the replies.
     fn round(&mut self) {
         let mut wrote: Vec<usize> = Vec::new();
+        let mut served: Vec<usize> = Vec::new();
         for i in 0..self.ready.len() {
             let t = self.ready[i];
             let Some(c) = self.conns[t].as_mut() else {
@@ -262,7 +265,7 @@ impl EventLoop {
             let chunk = &mut self.chunk;
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.read_and_run(chunk))) {
                 Ok(Ok(true)) => wrote.push(t),
-                Ok(Ok(false)) => {}
+                Ok(Ok(false)) => served.push(t),
                 Ok(Err(e)) => {
                     verbose!(
                         "Client id={} addr={} closed: {e}",
@@ -278,15 +281,29 @@ impl EventLoop {
                 }
             }
         }
-        if !wrote.is_empty() && self.shared.live.fsync_always.load(Ordering::Relaxed) {
+        if self.shared.live.fsync_always.load(Ordering::Relaxed) {
             let shared = &self.shared;
-            match shared.commit.wait(|| shared.store.sync()) {
-                Ok(()) => shared.stats.changes.store(0, Ordering::Relaxed),
-                Err(e) => {
-                    warning!("fdatasync failed, closing the clients without their replies: {e}");
-                    for t in wrote {
-                        self.remove(t);
-                    }
+            let synced = if !wrote.is_empty() {
+                let synced = shared.commit.wait(|| shared.store.sync());
+                if synced.is_ok() {
+                    shared.stats.changes.store(0, Ordering::Relaxed);
+                }
+                synced
+            } else if !served.is_empty() {
+                // No write here, but a read may have seen another loop's
+                // write that waits for its fdatasync: its reply must not
+                // tell of a value a crash then loses (redis-server sends
+                // every reply of a round after that round's fsync). Until
+                // 2026-12-07 it did (a reader saw an APPEND's length that
+                // did not survive SIGKILL in 4 of 8 runs).
+                shared.store.sync_visible().map_err(io::Error::other)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = synced {
+                warning!("fdatasync failed, closing the clients without their replies: {e}");
+                for t in wrote.into_iter().chain(served) {
+                    self.remove(t);
                 }
             }
         }

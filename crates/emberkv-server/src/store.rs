@@ -679,6 +679,17 @@ impl Store {
         Ok(())
     }
 
+    /// Makes durable every write a read may have seen, acknowledged or not
+    /// (`appendfsync always`: a round of reads sends its replies after
+    /// this). Two atomic loads when nothing waits for a sync; otherwise it
+    /// joins the engine's group commit. Unlike [`Store::sync`], not a save.
+    ///
+    /// # Errors
+    /// As for [`Db::sync`].
+    pub fn sync_visible(&self) -> emberkv::Result<()> {
+        self.db.sync()
+    }
+
     /// Unix seconds of the last successful [`Store::sync`] or of the open.
     pub fn last_save(&self) -> u64 {
         self.last_save.load(Ordering::Relaxed)

@@ -1417,7 +1417,11 @@ impl Db {
         Ok(report.unwrap_or_default())
     }
 
-    /// Writes out and fdatasyncs every write acknowledged so far.
+    /// Writes out and fdatasyncs every write acknowledged so far, and every
+    /// value a get has returned so far (a write is visible to gets from
+    /// the moment its record is in the log, which may be before its call
+    /// returns). Returns at once, after two atomic loads, when that is
+    /// durable already; otherwise it shares a group commit's fdatasync.
     ///
     /// # Errors
     /// [`Error::Io`] when the write or fdatasync fails (the store then
