@@ -7,6 +7,7 @@
 //! line of the file, so a flag overrides the file. An unknown directive or
 //! a bad value is one line on stderr and exit code 1.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -91,7 +92,61 @@ pub struct Config {
     pub latency_tracking: bool,
     /// The percentiles INFO latencystats prints, each in `0.0..=100.0`.
     pub latency_percentiles: Vec<f64>,
+    /// Detach from the terminal at start (`daemonize yes`), as
+    /// redis-server: fork, the parent exits, the child starts a session
+    /// with standard input and output on `/dev/null`.
+    pub daemonize: bool,
+    /// Where the process id is written at start and removed at a clean
+    /// exit; with `daemonize` and none given, [`DEFAULT_PIDFILE`].
+    pub pidfile: Option<PathBuf>,
+    /// How a supervisor is told the server is ready (`supervised`).
+    pub supervised: Supervised,
+    /// The queue of pending connections of each TCP listener
+    /// (`tcp-backlog`; the kernel caps it at `net.core.somaxconn`).
+    pub tcp_backlog: i32,
+    /// Seconds a client's TCP connection stays idle before keepalive
+    /// probes start (`tcp-keepalive`; 0: none): probes every third of
+    /// that, the connection dropped after three unanswered, as
+    /// redis-server's `anetKeepAlive`.
+    pub tcp_keepalive: u64,
+    /// `databases` as set (1 to 2^31-1); one database is served whatever
+    /// it says, and a start-up warning says so when it is more than one.
+    pub databases: u64,
+    /// Directives of redis-server that were set and have no effect here
+    /// (`inert!` in [`PARAMS`]), by name, with their values as CONFIG GET
+    /// prints them.
+    pub inert: BTreeMap<&'static str, String>,
 }
+
+/// How a supervisor learns that the server is ready (`supervised`, as
+/// redis-server's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Supervised {
+    /// None is told.
+    No,
+    /// systemd: `READY=1` (and a `STATUS=` line) to `$NOTIFY_SOCKET`
+    /// once serving, `STOPPING=1` at shutdown.
+    Systemd,
+    /// upstart: the server stops itself with `SIGSTOP` once serving.
+    Upstart,
+    /// systemd if `$NOTIFY_SOCKET` is set, else upstart if `$UPSTART_JOB`
+    /// is, else none.
+    Auto,
+}
+
+impl Supervised {
+    fn name(self) -> &'static str {
+        match self {
+            Supervised::No => "no",
+            Supervised::Systemd => "systemd",
+            Supervised::Upstart => "upstart",
+            Supervised::Auto => "auto",
+        }
+    }
+}
+
+/// The pid file of a daemonized server given no `pidfile`, redis-server's.
+pub const DEFAULT_PIDFILE: &str = "/var/run/redis.pid";
 
 impl Default for Config {
     fn default() -> Self {
@@ -119,6 +174,13 @@ impl Default for Config {
             aof_rewrite_percentage: 100,
             latency_tracking: true,
             latency_percentiles: vec![50.0, 99.0, 99.9],
+            daemonize: false,
+            pidfile: None,
+            supervised: Supervised::No,
+            tcp_backlog: 511,
+            tcp_keepalive: 300,
+            databases: 1,
+            inert: BTreeMap::new(),
         }
     }
 }
@@ -351,6 +413,33 @@ const POLICIES: &[&str] = &[
     "noeviction",
 ];
 
+/// A directive of redis-server accepted without effect here: one that
+/// tunes what this server does not have (RDB snapshots, the AOF's own
+/// files, replication, the encodings of other types, lazy freeing,
+/// jemalloc, the slow log, the latency monitor, redis-server's cron
+/// frequency and process title), so that a stock `redis.conf` starts it.
+/// Its value is checked by `$check` as redis-server checks it and kept in
+/// [`Config::inert`] for CONFIG GET (`$default`, redis-server 7.0's,
+/// until set); the server logs at start the ones that were set.
+macro_rules! inert {
+    ($name:literal, $mutable:expr, $default:literal, $check:expr) => {
+        Param {
+            name: $name,
+            mutable: $mutable,
+            set: |c, a| {
+                let v = ($check)(a)?;
+                c.inert.insert($name, v);
+                Ok(())
+            },
+            get: |c| {
+                c.inert
+                    .get($name)
+                    .map_or_else(|| $default.to_owned(), Clone::clone)
+            },
+        }
+    };
+}
+
 /// Every setting, in the order CONFIG GET lists them.
 pub static PARAMS: &[Param] = &[
     Param {
@@ -566,21 +655,65 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "daemonize",
         mutable: false,
-        set: |_, a| {
-            if yes_no(a)? {
-                return Err("daemonize yes is not supported: run it under a supervisor".into());
-            }
+        set: |c, a| {
+            c.daemonize = yes_no(a)?;
             Ok(())
         },
-        get: |_| "no".into(),
+        get: |c| yes(c.daemonize),
+    },
+    Param {
+        name: "pidfile",
+        mutable: false,
+        set: |c, a| {
+            let v = one(a)?;
+            c.pidfile = (!v.is_empty()).then(|| PathBuf::from(v));
+            Ok(())
+        },
+        get: |c| path_text(c.pidfile.as_deref()),
+    },
+    Param {
+        name: "supervised",
+        mutable: false,
+        set: |c, a| {
+            const WORDS: &[&str] = &["upstart", "systemd", "auto", "no"];
+            let v = one(a)?.to_ascii_lowercase();
+            c.supervised = match v.as_str() {
+                "upstart" => Supervised::Upstart,
+                "systemd" => Supervised::Systemd,
+                "auto" => Supervised::Auto,
+                "no" => Supervised::No,
+                _ => return Err(Invalid::OneOf(v, WORDS)),
+            };
+            Ok(())
+        },
+        get: |c| c.supervised.name().into(),
+    },
+    Param {
+        name: "tcp-backlog",
+        mutable: false,
+        set: |c, a| {
+            c.tcp_backlog = integer_in(a, "a backlog", 0, i32::MAX.into())? as i32;
+            Ok(())
+        },
+        get: |c| c.tcp_backlog.to_string(),
+    },
+    Param {
+        name: "tcp-keepalive",
+        mutable: true,
+        set: |c, a| {
+            c.tcp_keepalive = integer_in(a, "seconds", 0, i32::MAX.into())? as u64;
+            Ok(())
+        },
+        get: |c| c.tcp_keepalive.to_string(),
     },
     Param {
         name: "databases",
         mutable: false,
-        set: |_, a| match one(a)? {
-            "1" => Ok(()),
-            v => Err(format!("'{v}': emberkv-server serves one database (1)").into()),
+        set: |c, a| {
+            c.databases = integer_in(a, "a number of databases", 1, i32::MAX.into())? as u64;
+            Ok(())
         },
+        // What is served: SELECT of any other index fails.
         get: |_| "1".into(),
     },
     Param {
@@ -660,7 +793,255 @@ pub static PARAMS: &[Param] = &[
         },
         get: |c| c.hot_bytes.to_string(),
     },
+    Param {
+        name: "notify-keyspace-events",
+        mutable: true,
+        set: |_, a| match one(a)? {
+            "" => Ok(()),
+            v => Err(format!("'{v}': keyspace notifications are not supported (only \"\")").into()),
+        },
+        get: |_| String::new(),
+    },
+    Param {
+        name: "client-output-buffer-limit",
+        mutable: true,
+        set: |c, a| {
+            let v = output_buffer_limits(c.inert.get("client-output-buffer-limit"), a)?;
+            c.inert.insert("client-output-buffer-limit", v);
+            Ok(())
+        },
+        get: |c| {
+            c.inert
+                .get("client-output-buffer-limit")
+                .map_or_else(|| DEFAULT_OUTPUT_BUFFER_LIMITS.to_owned(), Clone::clone)
+        },
+    },
+    inert!("always-show-logo", false, "no", yes_no_text),
+    inert!("set-proc-title", false, "yes", yes_no_text),
+    inert!(
+        "proc-title-template",
+        true,
+        "{title} {listen-addr} {server-mode}",
+        any_text
+    ),
+    inert!("stop-writes-on-bgsave-error", true, "yes", yes_no_text),
+    inert!("rdbcompression", true, "yes", yes_no_text),
+    inert!("rdbchecksum", false, "yes", yes_no_text),
+    inert!("rdb-del-sync-files", true, "no", yes_no_text),
+    inert!("rdb-save-incremental-fsync", true, "yes", yes_no_text),
+    inert!("replica-serve-stale-data", true, "yes", yes_no_text),
+    inert!("replica-read-only", true, "yes", yes_no_text),
+    inert!("repl-diskless-sync", true, "yes", yes_no_text),
+    inert!(
+        "repl-diskless-sync-delay",
+        true,
+        "5",
+        int_text::<0, { i32::MAX as i64 }>
+    ),
+    inert!(
+        "repl-diskless-sync-max-replicas",
+        true,
+        "0",
+        int_text::<0, { i32::MAX as i64 }>
+    ),
+    inert!("repl-diskless-load", true, "disabled", repl_diskless_load),
+    inert!("repl-disable-tcp-nodelay", true, "no", yes_no_text),
+    inert!(
+        "replica-priority",
+        true,
+        "100",
+        int_text::<0, { i32::MAX as i64 }>
+    ),
+    inert!("replica-lazy-flush", true, "no", yes_no_text),
+    inert!("acllog-max-len", true, "128", int_text::<0, { i64::MAX }>),
+    inert!("lazyfree-lazy-eviction", true, "no", yes_no_text),
+    inert!("lazyfree-lazy-expire", true, "no", yes_no_text),
+    inert!("lazyfree-lazy-server-del", true, "no", yes_no_text),
+    inert!("lazyfree-lazy-user-del", true, "no", yes_no_text),
+    inert!("lazyfree-lazy-user-flush", true, "no", yes_no_text),
+    inert!("oom-score-adj", true, "no", oom_score_adj),
+    inert!(
+        "oom-score-adj-values",
+        true,
+        "0 200 800",
+        oom_score_adj_values
+    ),
+    inert!("disable-thp", false, "yes", yes_no_text),
+    inert!("appendfilename", false, "appendonly.aof", any_text),
+    inert!("appenddirname", false, "appendonlydir", any_text),
+    inert!("no-appendfsync-on-rewrite", true, "no", yes_no_text),
+    inert!("auto-aof-rewrite-min-size", true, "67108864", memory_text),
+    inert!("aof-load-truncated", true, "yes", yes_no_text),
+    inert!("aof-use-rdb-preamble", true, "yes", yes_no_text),
+    inert!("aof-timestamp-enabled", true, "no", yes_no_text),
+    inert!("aof-rewrite-incremental-fsync", true, "yes", yes_no_text),
+    inert!(
+        "slowlog-log-slower-than",
+        true,
+        "10000",
+        int_text::<-1, { i64::MAX }>
+    ),
+    inert!("slowlog-max-len", true, "128", int_text::<0, { i64::MAX }>),
+    inert!(
+        "latency-monitor-threshold",
+        true,
+        "0",
+        int_text::<0, { i64::MAX }>
+    ),
+    inert!(
+        "hash-max-listpack-entries",
+        true,
+        "512",
+        int_text::<0, { i64::MAX }>
+    ),
+    inert!("hash-max-listpack-value", true, "64", memory_text),
+    inert!(
+        "list-max-listpack-size",
+        true,
+        "-2",
+        int_text::<{ i32::MIN as i64 }, { i32::MAX as i64 }>
+    ),
+    inert!(
+        "list-compress-depth",
+        true,
+        "0",
+        int_text::<0, { i32::MAX as i64 }>
+    ),
+    inert!(
+        "set-max-intset-entries",
+        true,
+        "512",
+        int_text::<0, { i64::MAX }>
+    ),
+    inert!(
+        "zset-max-listpack-entries",
+        true,
+        "128",
+        int_text::<0, { i64::MAX }>
+    ),
+    inert!("zset-max-listpack-value", true, "64", memory_text),
+    inert!("hll-sparse-max-bytes", true, "3000", memory_text),
+    inert!("stream-node-max-bytes", true, "4096", memory_text),
+    inert!(
+        "stream-node-max-entries",
+        true,
+        "100",
+        int_text::<0, { i64::MAX }>
+    ),
+    inert!("activerehashing", true, "yes", yes_no_text),
+    inert!("hz", true, "10", int_text::<0, { i32::MAX as i64 }>),
+    inert!("dynamic-hz", true, "yes", yes_no_text),
+    inert!("jemalloc-bg-thread", true, "yes", yes_no_text),
 ];
+
+/// redis-server 7.0's `client-output-buffer-limit`, as CONFIG GET prints it.
+const DEFAULT_OUTPUT_BUFFER_LIMITS: &str =
+    "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
+
+/// `client-output-buffer-limit`: groups of `<class> <hard> <soft>
+/// <seconds>` merged into `current` (or redis-server's defaults), as its
+/// `updateClientOutputBufferLimit` checks them. Limits for replicas and
+/// pub/sub clients are accepted (there are none here); the normal class
+/// only unlimited (`normal 0 0 0`, redis-server's default), since replies
+/// are not bounded per client here beyond pausing reads at 64 MiB.
+fn output_buffer_limits(current: Option<&String>, args: &[String]) -> Result<String, Invalid> {
+    const WRONG: &str = "Wrong number of arguments in buffer limit configuration.";
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err(WRONG.into());
+    }
+    let current = current.map_or(DEFAULT_OUTPUT_BUFFER_LIMITS, String::as_str);
+    let mut classes: Vec<[String; 4]> = current
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|c| [0, 1, 2, 3].map(|i| c[i].to_owned()))
+        .collect();
+    for group in words.chunks(4) {
+        let class = match group[0].to_ascii_lowercase().as_str() {
+            "normal" => "normal",
+            "slave" | "replica" => "slave",
+            "pubsub" => "pubsub",
+            _ => {
+                return Err(format!(
+                    "Invalid client class specified in buffer limit configuration: '{}'",
+                    group[0]
+                )
+                .into());
+            }
+        };
+        let hard = parse_memory(group[1]);
+        let soft = parse_memory(group[2]);
+        let secs = group[3].parse::<i64>().ok().filter(|&n| n >= 0);
+        let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs) else {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
+            );
+        };
+        if class == "normal" && (hard, soft, secs) != (0, 0, 0) {
+            return Err(
+                "emberkv-server takes only 'normal 0 0 0' (no limit) for normal clients".into(),
+            );
+        }
+        let slot = classes
+            .iter_mut()
+            .find(|c| c[0] == class)
+            .expect("the three classes");
+        *slot = [
+            class.to_owned(),
+            hard.to_string(),
+            soft.to_string(),
+            secs.to_string(),
+        ];
+    }
+    Ok(classes.concat().join(" "))
+}
+
+fn yes_no_text(args: &[String]) -> Result<String, Invalid> {
+    yes_no(args).map(yes)
+}
+
+fn any_text(args: &[String]) -> Result<String, Invalid> {
+    one(args).map(str::to_owned)
+}
+
+fn memory_text(args: &[String]) -> Result<String, Invalid> {
+    memory(args).map(|n| n.to_string())
+}
+
+fn int_text<const MIN: i64, const MAX: i64>(args: &[String]) -> Result<String, Invalid> {
+    integer_in(args, "an integer", MIN.into(), MAX.into()).map(|n| n.to_string())
+}
+
+fn word_of(args: &[String], words: &'static [&'static str]) -> Result<String, Invalid> {
+    let v = one(args)?.to_ascii_lowercase();
+    if words.contains(&v.as_str()) {
+        Ok(v)
+    } else {
+        Err(Invalid::OneOf(v, words))
+    }
+}
+
+fn repl_diskless_load(args: &[String]) -> Result<String, Invalid> {
+    word_of(args, &["disabled", "on-empty-db", "swapdb"])
+}
+
+fn oom_score_adj(args: &[String]) -> Result<String, Invalid> {
+    word_of(args, &["no", "yes", "relative", "absolute"])
+}
+
+/// Three integers from -2000 to 2000, as redis-server checks them.
+fn oom_score_adj_values(args: &[String]) -> Result<String, Invalid> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    let values: Option<Vec<i64>> = words
+        .iter()
+        .map(|w| w.parse().ok().filter(|n: &i64| (-2000..=2000).contains(n)))
+        .collect();
+    match values {
+        Some(v) if v.len() == 3 => Ok(v.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")),
+        _ => Err("Invalid oom-score-adj-values: three integers from -2000 to 2000".into()),
+    }
+}
 
 /// The server's [`emberkv::Options::compaction_garbage`]: 1.0 (the
 /// engine's default is 0.5). No segment's share of garbage reaches 1.0
@@ -868,7 +1249,15 @@ Options (redis-server's names):
                             (default yes)
   --loglevel <level>        debug, verbose, notice (default), warning, nothing
   --logfile <path>          log to this file (default: standard output)
-  --daemonize no            only 'no': run it under a supervisor instead
+  --daemonize yes|no        detach into the background (default no)
+  --pidfile <path>          write the process id here, removed at exit
+                            (daemonized without one: /var/run/redis.pid)
+  --supervised <mode>       upstart, systemd, auto or no (default): how a
+                            supervisor is told the server is ready
+  --tcp-backlog <n>         queue of pending TCP connections (default 511)
+  --tcp-keepalive <seconds> keepalive probes on idle TCP clients after this
+                            long (default 300; 0: none)
+  --databases <n>           accepted; one database (0) is served whatever n is
   --io-threads <n>          event loop threads (default: one per CPU)
   --proto-max-bulk-len <n>  largest bulk string accepted (default 512mb)
   --client-query-buffer-limit <n>
@@ -889,6 +1278,13 @@ Options (redis-server's names):
                             records are read from the segment files
   --version                 print the version and exit
   --help                    print this help and exit
+
+redis-server's directives for what this server does not have (RDB snapshots,
+the AOF's own files, replication, encodings of other types, lazy freeing,
+jemalloc, the slow log, hz, the process title) are checked and accepted
+without effect, so that a stock redis.conf starts it; the log lists those set.
+`client-output-buffer-limit` takes only `normal 0 0 0` for normal clients and
+`notify-keyspace-events` only \"\".
 
 Sizes take redis-server's units: 1k = 1000, 1kb = 1024, also m, mb, g, gb.
 Keys are at most 64 KiB and values at most 64 MiB (the engine's limits).
@@ -984,6 +1380,65 @@ mod tests {
     }
 
     #[test]
+    fn output_buffer_limits_merge_per_class_as_redis_prints_them() {
+        let c = run(&[
+            "--client-output-buffer-limit",
+            "replica 1mb 512kb 10 pubsub 0 0 0",
+        ]);
+        let limits = param("client-output-buffer-limit").unwrap().get(&c);
+        assert_eq!(limits, "normal 0 0 0 slave 1048576 524288 10 pubsub 0 0 0");
+        let mut c = c;
+        c.apply("client-output-buffer-limit", &["SLAVE 2gb 1gb 0".into()])
+            .unwrap();
+        let limits = param("client-output-buffer-limit").unwrap().get(&c);
+        assert_eq!(
+            limits,
+            "normal 0 0 0 slave 2147483648 1073741824 0 pubsub 0 0 0"
+        );
+        for bad in [
+            "normal 0 0",
+            "clients 0 0 0",
+            "pubsub 1q 0 0",
+            "pubsub 0 0 -1",
+            "normal 0 0 5",
+        ] {
+            assert!(
+                c.apply("client-output-buffer-limit", &[bad.into()])
+                    .is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn inert_directives_check_their_values_and_keep_them_for_config_get() {
+        let c = run(&["--hz", "100", "--oom-score-adj-values", "0 -200 2000"]);
+        let get = |c: &Config, name: &str| param(name).unwrap().get(c);
+        assert_eq!(get(&c, "hz"), "100");
+        assert_eq!(get(&c, "oom-score-adj-values"), "0 -200 2000");
+        assert_eq!(get(&c, "dynamic-hz"), "yes", "redis-server's default");
+        assert_eq!(
+            c.inert.keys().copied().collect::<Vec<_>>(),
+            ["hz", "oom-score-adj-values"],
+            "only what was set is logged as without effect"
+        );
+        for (flag, bad) in [
+            ("--hz", "-1"),
+            ("--dynamic-hz", "maybe"),
+            ("--oom-score-adj-values", "0 200"),
+            ("--oom-score-adj-values", "0 200 3000"),
+            ("--repl-diskless-load", "sometimes"),
+            ("--auto-aof-rewrite-min-size", "64 mb"),
+            ("--list-max-listpack-size", "3000000000"),
+        ] {
+            assert!(
+                !matches!(parse(&[flag, bad]), Ok(Action::Run(_))),
+                "{flag} {bad}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_flags_and_values_are_one_line_errors() {
         for (args, want) in [
             (vec!["--nope", "1"], "--nope: unknown option"),
@@ -993,7 +1448,17 @@ mod tests {
                 vec!["--appendfsync", "sometimes"],
                 "--appendfsync: 'sometimes'",
             ),
-            (vec!["--daemonize", "yes"], "--daemonize: daemonize yes"),
+            (vec!["--daemonize", "maybe"], "--daemonize: 'maybe'"),
+            (
+                vec!["--client-output-buffer-limit", "normal 1mb 0 0"],
+                "--client-output-buffer-limit: emberkv-server takes only",
+            ),
+            (
+                vec!["--notify-keyspace-events", "KEA"],
+                "--notify-keyspace-events: 'KEA': keyspace notifications",
+            ),
+            (vec!["--hz", "x"], "--hz: 'x': expected an integer"),
+            (vec!["--databases", "0"], "--databases: '0'"),
             (
                 vec!["--protected-mode", "maybe"],
                 "--protected-mode: 'maybe'",

@@ -451,12 +451,27 @@ impl EventLoop {
         let waker = self.peers.get(peer_index).map(|p| Arc::clone(&p.waker));
         let handle = match (&stream, peer, &self.listeners[i]) {
             (Stream::Tcp(s), Some(peer), _) => {
-                if protected_denies(&shared.config.read(), peer.ip()) {
+                let (denied, keepalive) = {
+                    let config = shared.config.read();
+                    (protected_denies(&config, peer.ip()), config.tcp_keepalive)
+                };
+                if denied {
                     warning!("Refused {peer}: protected mode");
                     refuse(stream, shared, DENIED);
                     return;
                 }
                 let _ = s.set_nodelay(true);
+                if keepalive > 0 {
+                    // As redis-server's `anetKeepAlive`: probes after
+                    // `keepalive` idle seconds, then every third of that,
+                    // the connection dropped after three unanswered.
+                    let idle = Duration::from_secs(keepalive);
+                    let probes = socket2::TcpKeepalive::new()
+                        .with_time(idle)
+                        .with_interval((idle / 3).max(Duration::from_secs(1)))
+                        .with_retries(3);
+                    let _ = socket2::SockRef::from(s).set_tcp_keepalive(&probes);
+                }
                 let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                 verbose!("Accepted {peer}");
                 shared.clients.register(

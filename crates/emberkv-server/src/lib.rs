@@ -59,6 +59,7 @@ pub mod server;
 pub mod shutdown;
 pub mod stats;
 pub mod store;
+pub mod supervise;
 
 /// The Redis version whose command set and replies the server follows,
 /// reported by HELLO and INFO (`redis_version`) so that clients which

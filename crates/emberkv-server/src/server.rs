@@ -177,6 +177,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot open log file '{}': {e}", config.logfile))?;
     config.dir = std::fs::canonicalize(&config.dir)
         .map_err(|e| format!("cannot use --dir '{}': {e}", config.dir.display()))?;
+    if config.daemonize {
+        // Before any thread starts: a fork takes only the calling one.
+        crate::supervise::daemonize()?;
+    }
+    let _pidfile = crate::supervise::PidFile::create(&config);
     let threads = match config.io_threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -189,6 +194,19 @@ pub fn run(mut config: Config) -> Result<(), String> {
         std::process::id(),
         path.display()
     );
+    if !config.inert.is_empty() {
+        let names: Vec<&str> = config.inert.keys().copied().collect();
+        notice!(
+            "Accepted without effect in emberkv-server: {}",
+            names.join(", ")
+        );
+    }
+    if config.databases > 1 {
+        warning!(
+            "databases {}: emberkv-server serves one database (0); SELECT of any other fails",
+            config.databases
+        );
+    }
     // TCP first: a port in use must not leave a new, empty store behind.
     // The unix socket comes after the store's lock: its stale file is
     // unlinked, and that of a server running on the same store must stay.
@@ -296,7 +314,7 @@ fn bind_tcp_all(config: &Config) -> Result<Vec<std::net::TcpListener>, String> {
                 Some(a) => (true, a),
                 None => (false, addr.as_str()),
             };
-            match bind_tcp(addr, config.port) {
+            match bind_tcp(addr, config.port, config.tcp_backlog) {
                 Ok(l) => tcp.push(l),
                 Err(e) if optional => {
                     warning!("could not bind {addr}:{} (optional): {e}", config.port)
@@ -387,6 +405,8 @@ fn serve(
             .map_err(|e| format!("cannot start the cron thread: {e}"))?
     };
     notice!("Ready to accept connections ({threads} io threads)");
+    let supervised = shared.config.read().supervised;
+    crate::supervise::ready(supervised);
 
     loop {
         let signal = match shared.shutdown.wait() {
@@ -409,6 +429,7 @@ fn serve(
         shared.shutdown.withdraw();
     }
     shared.shutdown.confirm();
+    crate::supervise::stopping(supervised);
     for h in &handles {
         h.stop();
     }
@@ -497,7 +518,7 @@ fn bind_unix(
     placed.map(|()| listener)
 }
 
-fn bind_tcp(addr: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
+fn bind_tcp(addr: &str, port: u16, backlog: i32) -> std::io::Result<std::net::TcpListener> {
     let ip: IpAddr = match addr {
         "*" => IpAddr::from([0, 0, 0, 0]),
         "::*" => IpAddr::from([0u16; 8]),
@@ -516,7 +537,7 @@ fn bind_tcp(addr: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
     }
     socket.set_reuse_address(true)?;
     socket.bind(&sa.into())?;
-    socket.listen(511)?;
+    socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
 }

@@ -428,3 +428,13 @@ pub fn sorted(f: &Frame) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Kills the child if the test panics first.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

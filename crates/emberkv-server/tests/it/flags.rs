@@ -57,7 +57,7 @@ fn bad_flags_print_one_line_and_exit_1() {
         vec!["--nosuch", "1"],
         vec!["--port", "http"],
         vec!["--appendfsync", "sometimes"],
-        vec!["--daemonize", "yes"],
+        vec!["--daemonize", "maybe"],
         vec!["--loglevel", "loud"],
         vec!["--port", "0"],
         vec!["stray.conf.that.does.not.exist"],
@@ -190,14 +190,4 @@ fn config_file_with_flag_overrides() {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
     assert!(child.0.wait().unwrap().success());
-}
-
-/// Kills the child if the test panics first.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -18,4 +18,5 @@ mod limits;
 mod persistence;
 mod protocol;
 mod python;
+mod supervision;
 mod transactions;

@@ -1,0 +1,228 @@
+//! Starting as redis-server is started: from a stock `redis.conf`, as a
+//! daemon with a pid file, under systemd's readiness protocol, with the
+//! TCP listener's backlog and keepalive asked for.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::*;
+
+/// The directives of Debian's `/etc/redis/redis.conf` for redis-server
+/// 7.0.15 (every line that is not a comment), which its systemd unit
+/// starts with `--supervised systemd --daemonize no`.
+const STOCK_REDIS_CONF: &str = r#"
+bind 127.0.0.1 -::1
+protected-mode yes
+port 6379
+tcp-backlog 511
+timeout 0
+tcp-keepalive 300
+daemonize yes
+pidfile /run/redis/redis-server.pid
+loglevel notice
+logfile /var/log/redis/redis-server.log
+databases 16
+always-show-logo no
+set-proc-title yes
+proc-title-template "{title} {listen-addr} {server-mode}"
+stop-writes-on-bgsave-error yes
+rdbcompression yes
+rdbchecksum yes
+dbfilename dump.rdb
+rdb-del-sync-files no
+dir /var/lib/redis
+replica-serve-stale-data yes
+replica-read-only yes
+repl-diskless-sync yes
+repl-diskless-sync-delay 5
+repl-diskless-sync-max-replicas 0
+repl-diskless-load disabled
+repl-disable-tcp-nodelay no
+replica-priority 100
+acllog-max-len 128
+lazyfree-lazy-eviction no
+lazyfree-lazy-expire no
+lazyfree-lazy-server-del no
+replica-lazy-flush no
+lazyfree-lazy-user-del no
+lazyfree-lazy-user-flush no
+oom-score-adj no
+oom-score-adj-values 0 200 800
+disable-thp yes
+appendonly no
+appendfilename "appendonly.aof"
+appenddirname "appendonlydir"
+appendfsync everysec
+no-appendfsync-on-rewrite no
+auto-aof-rewrite-percentage 100
+auto-aof-rewrite-min-size 64mb
+aof-load-truncated yes
+aof-use-rdb-preamble yes
+aof-timestamp-enabled no
+slowlog-log-slower-than 10000
+slowlog-max-len 128
+latency-monitor-threshold 0
+notify-keyspace-events ""
+hash-max-listpack-entries 512
+hash-max-listpack-value 64
+list-max-listpack-size -2
+list-compress-depth 0
+set-max-intset-entries 512
+zset-max-listpack-entries 128
+zset-max-listpack-value 64
+hll-sparse-max-bytes 3000
+stream-node-max-bytes 4096
+stream-node-max-entries 100
+activerehashing yes
+client-output-buffer-limit normal 0 0 0
+client-output-buffer-limit replica 256mb 64mb 60
+client-output-buffer-limit pubsub 32mb 8mb 60
+hz 10
+dynamic-hz yes
+aof-rewrite-incremental-fsync yes
+rdb-save-incremental-fsync yes
+jemalloc-bg-thread yes
+"#;
+
+/// Waits for the process `pid` to be gone (a daemon is no child of ours).
+fn gone(pid: i32) -> bool {
+    eventually(20, || !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Debian's stock config, with its systemd unit's flags and the paths
+/// moved into a temporary directory, starts the server (it failed on
+/// `tcp-backlog`, its fourth line, until 2026-12-07); systemd hears
+/// `READY=1` once it serves and `STOPPING=1` at shutdown, and the pid file
+/// lives as long as the server.
+#[test]
+fn a_stock_redis_conf_under_systemd_starts_and_says_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("redis.conf");
+    std::fs::write(&conf, STOCK_REDIS_CONF).unwrap();
+    let notify = dir.path().join("notify");
+    let systemd = UnixDatagram::bind(&notify).unwrap();
+    systemd
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let pidfile = dir.path().join("redis-server.pid");
+    let log = dir.path().join("log");
+    let port = free_port();
+    let child = Command::new(binary())
+        .arg(&conf)
+        .args(["--supervised", "systemd", "--daemonize", "no"])
+        .args(["--port", &port.to_string()])
+        .args(["--dir", path_str(dir.path())])
+        .args(["--pidfile", path_str(&pidfile)])
+        .args(["--logfile", path_str(&log)])
+        .env("NOTIFY_SOCKET", &notify)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut child = KillOnDrop(child);
+    let mut said = [0u8; 512];
+    let n = systemd.recv(&mut said).expect("a notification");
+    let said = String::from_utf8_lossy(&said[..n]).into_owned();
+    assert!(said.lines().any(|l| l == "READY=1"), "{said}");
+    let mut r = Raw::new(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap());
+    assert_eq!(r.q("SET k v"), ok());
+    assert_eq!(
+        std::fs::read_to_string(&pidfile).unwrap(),
+        format!("{pid}\n")
+    );
+    assert_eq!(as_array(&r.q("CONFIG GET hz"))[1], bulk(b"10"));
+    assert_eq!(
+        as_array(&r.q("CONFIG GET client-output-buffer-limit"))[1],
+        bulk(b"normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+    );
+    assert_eq!(as_array(&r.q("CONFIG GET databases"))[1], bulk(b"1"));
+    assert_eq!(r.q("CONFIG SET hz 20"), ok());
+    assert_eq!(as_array(&r.q("CONFIG GET hz"))[1], bulk(b"20"));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("Accepted without effect in emberkv-server: acllog-max-len,"),
+        "{text}"
+    );
+    assert!(text.contains("databases 16: emberkv-server serves one database"));
+    r.cmd(&[b"SHUTDOWN"]);
+    assert!(r.closed(), "SHUTDOWN closes without a reply");
+    let mut said = [0u8; 512];
+    let n = systemd.recv(&mut said).expect("a notification");
+    assert_eq!(&said[..n], b"STOPPING=1\n");
+    assert!(child.0.wait().unwrap().success());
+    assert!(gone(pid));
+    assert!(!pidfile.exists(), "the pid file is removed at exit");
+}
+
+/// `daemonize yes`: the command returns at once, the daemon writes its
+/// pid file, serves, and removes the file when it shuts down.
+#[test]
+fn a_daemon_writes_its_pid_file_serves_and_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("server.pid");
+    let sock = dir.path().join("d.sock");
+    let status = Command::new(binary())
+        .args(["--daemonize", "yes", "--port", "0"])
+        .args(["--unixsocket", path_str(&sock)])
+        .args(["--dir", path_str(dir.path())])
+        .args(["--pidfile", path_str(&pidfile)])
+        .args(["--logfile", path_str(&dir.path().join("log"))])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the parent exits 0");
+    assert!(eventually(20, || sock.exists()), "the daemon serves");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Its own session, detached from ours.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[3], pid.to_string(), "session id: {stat}");
+    let mut r = Raw::new(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+    assert_eq!(r.q("SET k v"), ok());
+    r.cmd(&[b"SHUTDOWN"]);
+    assert!(r.closed(), "SHUTDOWN closes without a reply");
+    assert!(gone(pid), "the daemon exits");
+    assert!(!pidfile.exists(), "the pid file is removed at exit");
+}
+
+/// `tcp-backlog` sizes the listen queue and `tcp-keepalive` turns on
+/// keepalive probes on clients' connections, as `ss` shows them.
+#[test]
+fn the_listen_backlog_and_keepalive_are_as_configured() {
+    if !require("ss", runs("ss", &["-V"])) {
+        return;
+    }
+    let s = Server::start(&["--tcp-backlog", "77", "--tcp-keepalive", "9"]);
+    let ss = |args: &[&str]| {
+        let out = Command::new("ss").args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let filter = format!("( sport = :{} )", s.port);
+    let listening = ss(&["-ltnH", &filter]);
+    // State, Recv-Q, then Send-Q: a listener's backlog.
+    let fields: Vec<&str> = listening.split_whitespace().collect();
+    assert_eq!(fields.get(2), Some(&"77"), "{listening}");
+    let mut r = s.raw();
+    assert_eq!(r.q("PING"), simple("PONG"));
+    let clients = ss(&["-tnoH", "state", "established", &filter]);
+    assert!(clients.contains("keepalive"), "{clients}");
+    drop(s);
+    let s = Server::start(&["--tcp-keepalive", "0"]);
+    let mut r = s.raw();
+    assert_eq!(r.q("PING"), simple("PONG"));
+    let filter = format!("( sport = :{} )", s.port);
+    let clients = ss(&["-tnoH", "state", "established", &filter]);
+    assert!(!clients.contains("keepalive"), "{clients}");
+}
