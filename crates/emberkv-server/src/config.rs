@@ -719,9 +719,10 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "save",
         mutable: true,
-        // Checked as Redis does and ignored: the store persists every
-        // write continuously, there are no snapshots to schedule.
-        set: |_, a| {
+        // Checked as Redis does and kept for CONFIG GET, without effect:
+        // the store persists every write continuously, there are no
+        // snapshots to schedule.
+        set: |c, a| {
             let words: Vec<&str> = a.iter().flat_map(|s| s.split_whitespace()).collect();
             let valid = words.len().is_multiple_of(2)
                 && words.chunks(2).all(|pair| {
@@ -732,9 +733,10 @@ pub static PARAMS: &[Param] = &[
             if !valid {
                 return Err("Invalid save parameters".into());
             }
+            c.inert.insert("save", words.join(" "));
             Ok(())
         },
-        get: |_| String::new(),
+        get: |c| c.inert.get("save").cloned().unwrap_or_default(),
     },
     Param {
         name: "io-threads",
@@ -1415,6 +1417,9 @@ mod tests {
         let c = run(&["--hz", "100", "--oom-score-adj-values", "0 -200 2000"]);
         let get = |c: &Config, name: &str| param(name).unwrap().get(c);
         assert_eq!(get(&c, "hz"), "100");
+        assert_eq!(get(&c, "save"), "", "no snapshots by default");
+        let saves = run(&["--save", "3600  1 300 100"]);
+        assert_eq!(get(&saves, "save"), "3600 1 300 100");
         assert_eq!(get(&c, "oom-score-adj-values"), "0 -200 2000");
         assert_eq!(get(&c, "dynamic-hz"), "yes", "redis-server's default");
         assert_eq!(
