@@ -3,7 +3,7 @@
 #
 #   bash scripts/board.sh                 # the quick board (2 s cells, one repetition)
 #   bash scripts/board.sh --durability FULL
-#   bash scripts/board.sh --full          # 5 s cells, 3 repetitions (43 minutes without RocksDB on 2026-12-06; not yet timed with it)
+#   bash scripts/board.sh --full          # 5 s cells, 3 repetitions (46 minutes with RocksDB on 2026-12-07)
 #
 # Any other flags go to `emberkv-bench board` (`--help` lists them). RocksDB
 # is behind the harness's `rocksdb` cargo feature: its C++ library compiles
