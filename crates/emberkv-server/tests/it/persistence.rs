@@ -468,3 +468,45 @@ fn shutdown_on_a_full_disk_keeps_every_acknowledged_write() {
 fn sigterm_on_a_full_disk_keeps_every_acknowledged_write() {
     a_stop_on_a_full_disk_keeps_every_acknowledged_write(Stop::Terminate);
 }
+
+/// Under `appendfsync always`, once a write's fdatasync failed on a full
+/// disk (its client closed without a reply), replies to reads still go
+/// out: PING, a GET of a durable key and SHUTDOWN's error. Found by an
+/// attack helper (2026-12-07): every round of reads waited for a sync that
+/// kept failing, and every client was closed without its replies.
+#[test]
+fn reads_are_answered_under_always_after_a_failed_fdatasync() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let Some(disk) = Mounted::tmpfs(dir.path(), "24m") else {
+        return;
+    };
+    let mut s = Server::start_in(
+        Arc::clone(&dir),
+        &["--hot-bytes", "4mb", "--appendfsync", "always"],
+    );
+    let mut reader = s.raw();
+    let mut writer = s.raw();
+    assert_eq!(writer.q("SET durable yes"), ok());
+    let value = vec![b'v'; 256 << 10];
+    for i in 0.. {
+        assert!(i < 200, "24 MiB never filled");
+        writer.cmd(&[b"SET", format!("k{i}").as_bytes(), &value]);
+        match writer.frame() {
+            Some(f) if f == ok() => {}
+            Some(f) => panic!("{f:?}"),
+            // The fdatasync failed: the connection closes, no reply.
+            None => break,
+        }
+    }
+    assert_eq!(reader.q("PING"), simple("PONG"));
+    assert_eq!(reader.q("GET durable"), bulk(b"yes"));
+    reader.cmd(&[b"SHUTDOWN"]);
+    if let Some(refused) = reader.frame() {
+        assert_eq!(refused, error("ERR Errors trying to SHUTDOWN. Check logs."));
+        assert_eq!(reader.q("PING"), simple("PONG"), "it keeps running");
+        disk.resize("64m");
+        reader.cmd(&[b"SHUTDOWN"]);
+        assert!(reader.closed());
+    }
+    assert!(s.wait().success(), "{}", s.log());
+}
