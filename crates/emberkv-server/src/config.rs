@@ -97,7 +97,8 @@ pub struct Config {
     /// with standard input and output on `/dev/null`.
     pub daemonize: bool,
     /// Where the process id is written at start and removed at a clean
-    /// exit; with `daemonize` and none given, [`DEFAULT_PIDFILE`].
+    /// exit; a daemon without one is given [`DEFAULT_PIDFILE`] (and
+    /// CONFIG GET shows it), as in redis-server.
     pub pidfile: Option<PathBuf>,
     /// How a supervisor is told the server is ready (`supervised`).
     pub supervised: Supervised,
@@ -346,6 +347,7 @@ fn integer_in(args: &[String], what: &'static str, min: i128, max: i128) -> Resu
         .parse()
         .ok()
         .filter(|_| !v.starts_with('+') && v.len() <= 20)
+        .filter(|n| i64::try_from(*n).is_ok())
         .ok_or_else(|| Invalid::Integer(v.into(), what))?;
     if !(min..=max).contains(&n) {
         return Err(Invalid::Range(
@@ -824,7 +826,7 @@ pub static PARAMS: &[Param] = &[
         "proc-title-template",
         true,
         "{title} {listen-addr} {server-mode}",
-        any_text
+        proc_title_template
     ),
     inert!("stop-writes-on-bgsave-error", true, "yes", yes_no_text),
     inert!("rdbcompression", true, "yes", yes_no_text),
@@ -869,8 +871,8 @@ pub static PARAMS: &[Param] = &[
         oom_score_adj_values
     ),
     inert!("disable-thp", false, "yes", yes_no_text),
-    inert!("appendfilename", false, "appendonly.aof", any_text),
-    inert!("appenddirname", false, "appendonlydir", any_text),
+    inert!("appendfilename", false, "appendonly.aof", append_file_name),
+    inert!("appenddirname", false, "appendonlydir", append_dir_name),
     inert!("no-appendfsync-on-rewrite", true, "no", yes_no_text),
     inert!("auto-aof-rewrite-min-size", true, "67108864", memory_text),
     inert!("aof-load-truncated", true, "yes", yes_no_text),
@@ -931,9 +933,15 @@ pub static PARAMS: &[Param] = &[
         int_text::<0, { i64::MAX }>
     ),
     inert!("activerehashing", true, "yes", yes_no_text),
-    inert!("hz", true, "10", int_text::<0, { i32::MAX as i64 }>),
+    inert!("hz", true, "10", hz),
     inert!("dynamic-hz", true, "yes", yes_no_text),
     inert!("jemalloc-bg-thread", true, "yes", yes_no_text),
+    inert!(
+        "busy-reply-threshold",
+        true,
+        "5000",
+        int_text::<0, { i64::MAX }>
+    ),
 ];
 
 /// redis-server 7.0's `client-output-buffer-limit`, as CONFIG GET prints it.
@@ -949,9 +957,10 @@ const DEFAULT_OUTPUT_BUFFER_LIMITS: &str =
 fn output_buffer_limits(current: Option<&String>, args: &[String]) -> Result<String, Invalid> {
     const WRONG: &str = "Wrong number of arguments in buffer limit configuration.";
     let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    if words.is_empty() || !words.len().is_multiple_of(4) {
+    if !words.len().is_multiple_of(4) {
         return Err(WRONG.into());
     }
+    // No group (`""`) changes nothing, as in redis-server.
     let current = current.map_or(DEFAULT_OUTPUT_BUFFER_LIMITS, String::as_str);
     let mut classes: Vec<[String; 4]> = current
         .split_whitespace()
@@ -965,11 +974,7 @@ fn output_buffer_limits(current: Option<&String>, args: &[String]) -> Result<Str
             "slave" | "replica" => "slave",
             "pubsub" => "pubsub",
             _ => {
-                return Err(format!(
-                    "Invalid client class specified in buffer limit configuration: '{}'",
-                    group[0]
-                )
-                .into());
+                return Err("Invalid client class specified in buffer limit configuration.".into());
             }
         };
         let hard = parse_memory(group[1]);
@@ -1003,12 +1008,85 @@ fn yes_no_text(args: &[String]) -> Result<String, Invalid> {
     yes_no(args).map(yes)
 }
 
-fn any_text(args: &[String]) -> Result<String, Invalid> {
-    one(args).map(str::to_owned)
+/// `hz`: redis-server keeps it within 1 to 500 (`CONFIG_MIN_HZ`,
+/// `CONFIG_MAX_HZ`) and prints what it kept.
+fn hz(args: &[String]) -> Result<String, Invalid> {
+    let n = integer_in(args, "an integer", 0, i32::MAX.into())?;
+    Ok(n.clamp(1, 500).to_string())
+}
+
+/// A file name without a directory, as redis-server's
+/// `isValidAOFfilename` takes for `appendfilename`.
+fn append_file_name(args: &[String]) -> Result<String, Invalid> {
+    match one(args)? {
+        "" => Err("appendfilename can't be empty".into()),
+        v if v.contains('/') || v == "." || v == ".." => {
+            Err("appendfilename can't be a path, just a filename".into())
+        }
+        v => Ok(v.to_owned()),
+    }
+}
+
+/// A directory name without a path, as redis-server's
+/// `isValidAOFdirname` takes for `appenddirname`.
+fn append_dir_name(args: &[String]) -> Result<String, Invalid> {
+    match one(args)? {
+        "" => Err("appenddirname can't be empty".into()),
+        v if v.contains('/') || v == "." || v == ".." => {
+            Err("appenddirname can't be a path, just a dirname".into())
+        }
+        v => Ok(v.to_owned()),
+    }
+}
+
+/// `proc-title-template` as redis-server's `validateProcTitleTemplate`
+/// checks it: `{name}` for a known variable, `{{` and `}}` for braces, an
+/// unclosed `{` refused, and a template that would expand to nothing
+/// refused (it expands `{title}` as empty, so `{title}` alone is).
+fn proc_title_template(args: &[String]) -> Result<String, Invalid> {
+    const INVALID: &str = "template format is invalid or contains unknown variables";
+    /// Whether a variable expands to text when checked (the listening
+    /// address and the ports do; the title and the others may not), or
+    /// `None` for an unknown one.
+    fn expands(name: &str) -> Option<bool> {
+        match name {
+            "listen-addr" | "port" | "tls-port" => Some(true),
+            "title" | "server-mode" | "unixsocket" | "config-file" => Some(false),
+            _ => None,
+        }
+    }
+    let v = one(args)?;
+    let mut text = false;
+    let mut rest = v;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("{{").or_else(|| rest.strip_prefix("}}")) {
+            text = true;
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix('{') {
+            let (name, after) = after.split_once('}').ok_or(INVALID)?;
+            text |= expands(name).ok_or(INVALID)?;
+            rest = after;
+        } else {
+            text = true;
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    if !text {
+        return Err(INVALID.into());
+    }
+    Ok(v.to_owned())
 }
 
 fn memory_text(args: &[String]) -> Result<String, Invalid> {
-    memory(args).map(|n| n.to_string())
+    let n = memory(args)?;
+    if n > i64::MAX as u64 {
+        return Err(Invalid::Range(
+            format!("'{}': expected a size up to {}", one(args)?, i64::MAX),
+            0,
+            i64::MAX.into(),
+        ));
+    }
+    Ok(n.to_string())
 }
 
 fn int_text<const MIN: i64, const MAX: i64>(args: &[String]) -> Result<String, Invalid> {
@@ -1028,8 +1106,10 @@ fn repl_diskless_load(args: &[String]) -> Result<String, Invalid> {
     word_of(args, &["disabled", "on-empty-db", "swapdb"])
 }
 
+/// `relative` is redis-server's other name for `yes`, printed as `yes`.
 fn oom_score_adj(args: &[String]) -> Result<String, Invalid> {
-    word_of(args, &["no", "yes", "relative", "absolute"])
+    let v = word_of(args, &["no", "yes", "relative", "absolute"])?;
+    Ok(if v == "relative" { "yes".into() } else { v })
 }
 
 /// Three integers from -2000 to 2000, as redis-server checks them.
@@ -1039,9 +1119,14 @@ fn oom_score_adj_values(args: &[String]) -> Result<String, Invalid> {
         .iter()
         .map(|w| w.parse().ok().filter(|n: &i64| (-2000..=2000).contains(n)))
         .collect();
+    if words.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
     match values {
-        Some(v) if v.len() == 3 => Ok(v.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")),
-        _ => Err("Invalid oom-score-adj-values: three integers from -2000 to 2000".into()),
+        Some(v) => Ok(v.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")),
+        None => {
+            Err("Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into())
+        }
     }
 }
 
@@ -1090,8 +1175,27 @@ fn path_text(p: Option<&Path>) -> String {
 
 /// The setting named `name` (case-insensitive).
 pub fn param(name: &str) -> Option<&'static Param> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map_or(name, |&(_, canonical)| canonical);
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
+
+/// The older names redis-server 7.0 still takes for settings here (a
+/// redis.conf of Redis 6 names them so), with the names they stand for.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-priority", "replica-priority"),
+    ("slave-lazy-flush", "replica-lazy-flush"),
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("lua-time-limit", "busy-reply-threshold"),
+];
 
 impl Param {
     /// The setting's value as CONFIG GET prints it.
@@ -1441,6 +1545,55 @@ mod tests {
                 "{flag} {bad}"
             );
         }
+    }
+
+    /// What an attack helper found differing from redis-server 7.0.15
+    /// (2026-12-07), each now as redis-server has it.
+    #[test]
+    fn inert_directives_keep_and_refuse_what_redis_server_does() {
+        let get = |c: &Config, name: &str| param(name).unwrap().get(c);
+        let c = run(&["--hz", "0", "--oom-score-adj", "relative"]);
+        assert_eq!(
+            (get(&c, "hz"), get(&c, "oom-score-adj")),
+            ("1".into(), "yes".into())
+        );
+        assert_eq!(get(&run(&["--hz", "2147483647"]), "hz"), "500");
+        for ok in ["x", "}", "{{title}}", "{title} {port}", "{listen-addr}"] {
+            assert_eq!(
+                get(&run(&["--proc-title-template", ok]), "proc-title-template"),
+                ok
+            );
+        }
+        for (flag, bad) in [
+            ("--proc-title-template", ""),
+            ("--proc-title-template", "{title}"),
+            ("--proc-title-template", "{foo}"),
+            ("--proc-title-template", "{title"),
+            ("--appendfilename", "a/b"),
+            ("--appendfilename", ""),
+            ("--appenddirname", ".."),
+            ("--hash-max-listpack-value", "9223372036854775808"),
+            ("--acllog-max-len", "9223372036854775808"),
+        ] {
+            assert!(
+                !matches!(parse(&[flag, bad]), Ok(Action::Run(_))),
+                "{flag} {bad:?}"
+            );
+        }
+        let mut c = run(&[]);
+        let limits = get(&c, "client-output-buffer-limit");
+        c.apply("client-output-buffer-limit", &[String::new()])
+            .unwrap();
+        assert_eq!(
+            get(&c, "client-output-buffer-limit"),
+            limits,
+            "\"\" changes nothing"
+        );
+        // Redis 6's names.
+        let c = run(&["--slave-read-only", "no", "--lua-time-limit", "100"]);
+        assert_eq!(get(&c, "replica-read-only"), "no");
+        assert_eq!(get(&c, "slave-read-only"), "no");
+        assert_eq!(get(&c, "busy-reply-threshold"), "100");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 
 use crate::clients::Clients;
 use crate::commit::GroupCommit;
-use crate::config::{Config, Fsync};
+use crate::config::{Config, DEFAULT_PIDFILE, Fsync, Supervised};
 use crate::event_loop::{EventLoop, Listener};
 use crate::fd_limit;
 use crate::shutdown::{Reason, Shutdown};
@@ -173,15 +173,40 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// One line: the store cannot be opened, an address cannot be bound, the
 /// log file cannot be opened.
 pub fn run(mut config: Config) -> Result<(), String> {
-    crate::log::init(config.loglevel, &config.logfile)
-        .map_err(|e| format!("cannot open log file '{}': {e}", config.logfile))?;
     config.dir = std::fs::canonicalize(&config.dir)
         .map_err(|e| format!("cannot use --dir '{}': {e}", config.dir.display()))?;
-    if config.daemonize {
-        // Before any thread starts: a fork takes only the calling one.
-        crate::supervise::daemonize()?;
+    // As redis-server, which changes into `dir` when it reads the setting:
+    // a relative `logfile`, `pidfile` or `unixsocket` lies in it.
+    std::env::set_current_dir(&config.dir)
+        .map_err(|e| format!("cannot use --dir '{}': {e}", config.dir.display()))?;
+    crate::log::init(config.loglevel, &config.logfile)
+        .map_err(|e| format!("cannot open log file '{}': {e}", config.logfile))?;
+    let (supervised, unsupervised) = crate::supervise::resolve(config.supervised);
+    if let Some(why) = unsupervised {
+        warning!("{why}");
     }
-    let _pidfile = crate::supervise::PidFile::create(&config);
+    // Not under a supervisor that waits for this process, as
+    // redis-server; before any thread starts: a fork takes only the
+    // calling one.
+    if config.daemonize && supervised == Supervised::No {
+        crate::supervise::daemonize()?;
+        // A daemon always has a pid file, as redis-server's.
+        if config.pidfile.is_none() {
+            config.pidfile = Some(DEFAULT_PIDFILE.into());
+        }
+    }
+    let logfile = config.logfile.clone();
+    start(config, supervised).inspect_err(|e| {
+        // Standard error may be /dev/null (a daemon) or not kept.
+        if !logfile.is_empty() {
+            warning!("{e}");
+        }
+    })
+}
+
+/// [`run`] once the process is set up: binds, opens the store, writes the
+/// pid file, serves, closes.
+fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
     let threads = match config.io_threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -240,8 +265,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
         );
     }
 
+    // Once the listeners and the store's lock are held, as redis-server
+    // writes it once its listeners are up: a second server that fails to
+    // start leaves the first one's pid file alone.
+    let _pidfile = crate::supervise::PidFile::create(&config);
     adjust_maxclients(&mut config)?;
-    let store = serve(config, store, tcp, threads)?;
+    let store = serve(config, store, tcp, threads, supervised)?;
     let store = match store {
         Ok(store) => store,
         Err(shared) => {
@@ -334,6 +363,7 @@ fn serve(
     store: Store,
     tcp: Vec<std::net::TcpListener>,
     threads: usize,
+    supervised: Supervised,
 ) -> Result<Result<Store, Arc<Shared>>, String> {
     let tcp_port = tcp
         .first()
@@ -405,7 +435,6 @@ fn serve(
             .map_err(|e| format!("cannot start the cron thread: {e}"))?
     };
     notice!("Ready to accept connections ({threads} io threads)");
-    let supervised = shared.config.read().supervised;
     crate::supervise::ready(supervised);
 
     loop {

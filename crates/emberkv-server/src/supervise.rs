@@ -2,11 +2,13 @@
 //! `pidfile`, and telling systemd or upstart that the server is ready
 //! (`supervised`).
 
+use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 
-use sd_notify::NotifyState;
-
-use crate::config::{Config, DEFAULT_PIDFILE, Supervised};
+use crate::config::{Config, Supervised};
 use crate::{notice, warning};
 
 /// Detaches from the terminal as redis-server's `daemonize()` does, by
@@ -27,16 +29,12 @@ pub fn daemonize() -> Result<(), String> {
 pub struct PidFile(PathBuf);
 
 impl PidFile {
-    /// Writes this process's id to the configured `pidfile` (with
-    /// `daemonize` and none configured, [`DEFAULT_PIDFILE`]); `None` when
-    /// neither asks for one. A file that cannot be written is a warning,
-    /// not a failure, as in redis-server.
+    /// Writes this process's id to the configured `pidfile` (a daemon
+    /// is given [`crate::config::DEFAULT_PIDFILE`] when none is configured); `None` when
+    /// there is none. A file that cannot be written is a warning, not a
+    /// failure, as in redis-server.
     pub fn create(config: &Config) -> Option<PidFile> {
-        let path = match (&config.pidfile, config.daemonize) {
-            (Some(path), _) => path.clone(),
-            (None, true) => PathBuf::from(DEFAULT_PIDFILE),
-            (None, false) => return None,
-        };
+        let path = config.pidfile.clone()?;
         match std::fs::write(&path, format!("{}\n", std::process::id())) {
             Ok(()) => Some(PidFile(path)),
             Err(e) => {
@@ -58,44 +56,46 @@ impl Drop for PidFile {
     }
 }
 
-/// The supervision `supervised` asks for, `auto` resolved from the
-/// environment as redis-server resolves it.
-fn mode(supervised: Supervised) -> Supervised {
+/// The supervision `supervised` asks for, as redis-server's
+/// `redisIsSupervised` resolves it: `auto` is upstart when `$UPSTART_JOB`
+/// is set, else systemd when `$NOTIFY_SOCKET` is, else none; a mode whose
+/// variable is missing is none, with the warning to log.
+pub fn resolve(supervised: Supervised) -> (Supervised, Option<&'static str>) {
+    let upstart = std::env::var_os("UPSTART_JOB").is_some();
+    let systemd = std::env::var_os("NOTIFY_SOCKET").is_some();
     match supervised {
-        Supervised::Auto if std::env::var_os("NOTIFY_SOCKET").is_some() => Supervised::Systemd,
-        Supervised::Auto if std::env::var_os("UPSTART_JOB").is_some() => Supervised::Upstart,
-        Supervised::Auto => Supervised::No,
-        mode => mode,
+        Supervised::Auto if upstart => (Supervised::Upstart, None),
+        Supervised::Auto if systemd => (Supervised::Systemd, None),
+        Supervised::Upstart if !upstart => (
+            Supervised::No,
+            Some("upstart supervision requested, but UPSTART_JOB not found!"),
+        ),
+        Supervised::Systemd if !systemd => (
+            Supervised::No,
+            Some(
+                "systemd supervision requested or auto-detected, but appropriate environment variable (NOTIFY_SOCKET) not found!",
+            ),
+        ),
+        Supervised::Auto => (Supervised::No, None),
+        mode => (mode, None),
     }
 }
 
-/// Tells the supervisor that the server is ready: systemd gets `STATUS=`
-/// and `READY=1` on `$NOTIFY_SOCKET`; under upstart the process stops
-/// itself with `SIGSTOP`, which upstart's `expect stop` waits for (and
-/// continues).
-pub fn ready(supervised: Supervised) {
-    match mode(supervised) {
+/// Tells the supervisor (`mode`, from [`resolve`]) that the server is
+/// ready: systemd gets `STATUS=` and `READY=1` on `$NOTIFY_SOCKET`; under
+/// upstart the process stops itself with `SIGSTOP`, which upstart's
+/// `expect stop` waits for (and continues).
+pub fn ready(mode: Supervised) {
+    match mode {
         Supervised::Systemd => {
-            if std::env::var_os("NOTIFY_SOCKET").is_none() {
-                warning!("systemd supervision requested, but NOTIFY_SOCKET not found");
-                return;
-            }
             notice!(
                 "Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit."
             );
-            let said = sd_notify::notify(&[
-                NotifyState::Status("Ready to accept connections"),
-                NotifyState::Ready,
-            ]);
-            if let Err(e) = said {
+            if let Err(e) = notify_systemd("STATUS=Ready to accept connections\nREADY=1\n") {
                 warning!("Cannot tell systemd the server is ready: {e}");
             }
         }
         Supervised::Upstart => {
-            if std::env::var_os("UPSTART_JOB").is_none() {
-                warning!("upstart supervision requested, but UPSTART_JOB not found");
-                return;
-            }
             notice!("Supervised by upstart, will stop to signal readiness.");
             if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP) {
                 warning!("Cannot stop to signal readiness to upstart: {e}");
@@ -106,10 +106,26 @@ pub fn ready(supervised: Supervised) {
 }
 
 /// Tells systemd that the server is stopping (`STOPPING=1`).
-pub fn stopping(supervised: Supervised) {
-    if mode(supervised) == Supervised::Systemd {
-        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+pub fn stopping(mode: Supervised) {
+    if mode == Supervised::Systemd {
+        let _ = notify_systemd("STOPPING=1\n");
     }
+}
+
+/// Sends `message` in one datagram to `$NOTIFY_SOCKET`, a path or, with a
+/// leading `@`, a name in Linux's abstract namespace (sd_notify(3)).
+fn notify_systemd(message: &str) -> io::Result<()> {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return Ok(());
+    };
+    let socket = UnixDatagram::unbound()?;
+    match path.as_bytes().strip_prefix(b"@") {
+        Some(name) => {
+            socket.send_to_addr(message.as_bytes(), &SocketAddr::from_abstract_name(name)?)?
+        }
+        None => socket.send_to(message.as_bytes(), &path)?,
+    };
+    Ok(())
 }
 
 #[cfg(test)]
@@ -135,7 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn no_pid_file_unless_asked_for_or_daemonized() {
+    fn no_pid_file_unless_asked_for() {
         assert!(PidFile::create(&Config::default()).is_none());
         let unwritable = Config {
             pidfile: Some(PathBuf::from("/nonexistent-dir/emberkv.pid")),

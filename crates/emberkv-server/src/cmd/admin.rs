@@ -169,12 +169,18 @@ fn config_get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let mut found: Vec<(usize, &[u8])> = Vec::new();
     for arg in args.from(2) {
         let glob = arg.iter().any(|b| b"*?[".contains(b));
+        // An older name (`slave-read-only`) asks for the setting it stands
+        // for, under the name it was asked by.
+        let canonical = config::ALIASES
+            .iter()
+            .find(|(alias, _)| arg.eq_ignore_ascii_case(alias.as_bytes()))
+            .map_or(arg, |(_, name)| name.as_bytes());
         for (at, param) in PARAMS.iter().enumerate() {
             let name = param.name.as_bytes();
             let hit = if glob {
                 crate::glob::matches(&arg.to_ascii_lowercase(), name)
             } else {
-                arg.eq_ignore_ascii_case(name)
+                canonical.eq_ignore_ascii_case(name)
             };
             if hit && !found.iter().any(|&(seen, _)| seen == at) {
                 found.push((at, if glob { name } else { arg }));
@@ -383,13 +389,18 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
         match section {
             "server" => {
                 let up = shared.started.elapsed().as_secs();
+                // Accepted without effect (no cron at that rate here), and
+                // reported as set.
+                let hz = config::param("hz")
+                    .map(|p| p.get(&config))
+                    .unwrap_or_default();
                 let now_us = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default()
                     .as_micros();
                 let _ = write!(
                     w,
-                    "# Server\r\nredis_version:{}\r\nemberkv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nexecutable:{}\r\nconfig_file:{}\r\n",
+                    "# Server\r\nredis_version:{}\r\nemberkv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\nconfig_file:{}\r\n",
                     crate::REDIS_VERSION,
                     env!("CARGO_PKG_VERSION"),
                     std::env::consts::OS,
@@ -401,6 +412,8 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                     now_us,
                     up,
                     up / 86_400,
+                    hz,
+                    hz,
                     shared.executable,
                     config
                         .config_file

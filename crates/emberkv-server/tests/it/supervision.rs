@@ -158,23 +158,29 @@ fn a_stock_redis_conf_under_systemd_starts_and_says_ready() {
 }
 
 /// `daemonize yes`: the command returns at once, the daemon writes its
-/// pid file, serves, and removes the file when it shuts down.
+/// pid file (a relative path, in `dir`, as redis-server resolves it after
+/// changing into `dir`), serves, and removes the file when it shuts down.
+/// A second server started the same way fails on the port: it leaves the
+/// first one's pid file alone (until 2026-12-07 it wrote and then deleted
+/// it) and says why in its log (standard error is `/dev/null`).
 #[test]
 fn a_daemon_writes_its_pid_file_serves_and_removes_it() {
     let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("server.pid");
-    let sock = dir.path().join("d.sock");
-    let status = Command::new(binary())
-        .args(["--daemonize", "yes", "--port", "0"])
-        .args(["--unixsocket", path_str(&sock)])
-        .args(["--dir", path_str(dir.path())])
-        .args(["--pidfile", path_str(&pidfile)])
-        .args(["--logfile", path_str(&dir.path().join("log"))])
-        .stdin(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "the parent exits 0");
-    assert!(eventually(20, || sock.exists()), "the daemon serves");
+    let port = free_port().to_string();
+    let daemon = |log: &str| {
+        Command::new(binary())
+            .current_dir(elsewhere.path())
+            .args(["--daemonize", "yes", "--port", &port])
+            .args(["--dir", path_str(dir.path())])
+            .args(["--pidfile", "server.pid", "--logfile", log])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap()
+    };
+    assert!(daemon("first.log").success(), "the parent exits 0");
+    assert!(eventually(20, || pidfile.exists()), "the daemon serves");
     let pid: i32 = std::fs::read_to_string(&pidfile)
         .unwrap()
         .trim()
@@ -189,12 +195,77 @@ fn a_daemon_writes_its_pid_file_serves_and_removes_it() {
         .split_whitespace()
         .collect();
     assert_eq!(fields[3], pid.to_string(), "session id: {stat}");
-    let mut r = Raw::new(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+    let mut r =
+        Raw::new(std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())).unwrap());
     assert_eq!(r.q("SET k v"), ok());
+
+    assert!(daemon("second.log").success(), "the parent exits 0");
+    let second = dir.path().join("second.log");
+    assert!(
+        eventually(20, || std::fs::read_to_string(&second)
+            .unwrap_or_default()
+            .contains("cannot listen on")),
+        "the second daemon logs why it stopped"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&pidfile).unwrap(),
+        format!("{pid}\n"),
+        "the first daemon's pid file is left alone"
+    );
+    assert!(!elsewhere.path().join("server.pid").exists());
+
+    assert_eq!(r.q("GET k"), bulk(b"v"));
     r.cmd(&[b"SHUTDOWN"]);
     assert!(r.closed(), "SHUTDOWN closes without a reply");
     assert!(gone(pid), "the daemon exits");
     assert!(!pidfile.exists(), "the pid file is removed at exit");
+}
+
+/// With `daemonize yes` under systemd (`supervised systemd` and
+/// `$NOTIFY_SOCKET`) the server stays in the foreground, as redis-server
+/// does, so that the `READY=1` comes from the process systemd started;
+/// here the socket is a name in the abstract namespace (`@...`), which
+/// systemd also hands out.
+#[test]
+fn under_systemd_a_daemon_stays_in_the_foreground_and_says_ready() {
+    use std::os::linux::net::SocketAddrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("emberkv-test-notify-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let systemd = UnixDatagram::bind_addr(&addr).unwrap();
+    systemd
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let sock = dir.path().join("s.sock");
+    let child = Command::new(binary())
+        .args([
+            "--daemonize",
+            "yes",
+            "--supervised",
+            "systemd",
+            "--port",
+            "0",
+        ])
+        .args(["--unixsocket", path_str(&sock)])
+        .args(["--dir", path_str(dir.path())])
+        .args(["--logfile", path_str(&dir.path().join("log"))])
+        .env("NOTIFY_SOCKET", format!("@{name}"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let mut said = [0u8; 512];
+    let n = systemd.recv(&mut said).expect("a notification");
+    let said = String::from_utf8_lossy(&said[..n]).into_owned();
+    assert!(said.lines().any(|l| l == "READY=1"), "{said}");
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the process systemd started is the server"
+    );
+    let mut r = Raw::new(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+    r.cmd(&[b"SHUTDOWN"]);
+    assert!(r.closed());
+    assert!(child.0.wait().unwrap().success());
 }
 
 /// `tcp-backlog` sizes the listen queue and `tcp-keepalive` turns on
