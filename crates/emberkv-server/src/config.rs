@@ -347,6 +347,11 @@ fn integer_in(args: &[String], what: &'static str, min: i128, max: i128) -> Resu
         .parse()
         .ok()
         .filter(|_| !v.starts_with('+') && v.len() <= 20)
+        // As `string2ll`: no leading zeros, no "-0".
+        .filter(|_| {
+            let digits = v.strip_prefix('-').unwrap_or(v);
+            !(digits.starts_with('0') && (digits.len() > 1 || v.starts_with('-')))
+        })
         .filter(|n| i64::try_from(*n).is_ok())
         .ok_or_else(|| Invalid::Integer(v.into(), what))?;
     if !(min..=max).contains(&n) {
@@ -1050,8 +1055,8 @@ fn proc_title_template(args: &[String]) -> Result<String, Invalid> {
     /// `None` for an unknown one.
     fn expands(name: &str) -> Option<bool> {
         match name {
-            "listen-addr" | "port" | "tls-port" => Some(true),
-            "title" | "server-mode" | "unixsocket" | "config-file" => Some(false),
+            "listen-addr" | "port" | "tls-port" | "config-file" => Some(true),
+            "title" | "server-mode" | "unixsocket" => Some(false),
             _ => None,
         }
     }
@@ -1067,7 +1072,8 @@ fn proc_title_template(args: &[String]) -> Result<String, Invalid> {
             text |= expands(name).ok_or(INVALID)?;
             rest = after;
         } else {
-            text = true;
+            // redis-server trims the expanded title's spaces.
+            text |= c != ' ';
             rest = &rest[c.len_utf8()..];
         }
     }
@@ -1261,7 +1267,8 @@ impl Config {
             let args: Vec<String> = words.collect::<Result<_, _>>()?;
             self.apply(&name, &args).map_err(at)?;
         }
-        self.config_file = Some(path.to_path_buf());
+        // Absolute, as INFO prints it (the server changes into `dir`).
+        self.config_file = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
         Ok(())
     }
 }
@@ -1558,7 +1565,14 @@ mod tests {
             ("1".into(), "yes".into())
         );
         assert_eq!(get(&run(&["--hz", "2147483647"]), "hz"), "500");
-        for ok in ["x", "}", "{{title}}", "{title} {port}", "{listen-addr}"] {
+        for ok in [
+            "x",
+            "}",
+            "{{title}}",
+            "{title} {port}",
+            "{listen-addr}",
+            "{config-file}",
+        ] {
             assert_eq!(
                 get(&run(&["--proc-title-template", ok]), "proc-title-template"),
                 ok
@@ -1569,6 +1583,10 @@ mod tests {
             ("--proc-title-template", "{title}"),
             ("--proc-title-template", "{foo}"),
             ("--proc-title-template", "{title"),
+            ("--proc-title-template", "{title} "),
+            ("--proc-title-template", " "),
+            ("--hz", "07"),
+            ("--replica-priority", "-0"),
             ("--appendfilename", "a/b"),
             ("--appendfilename", ""),
             ("--appenddirname", ".."),

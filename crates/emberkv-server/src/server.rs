@@ -248,8 +248,18 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
         check_unix_path(socket)?;
     }
     let opened = Instant::now();
-    let store = Store::open_with(&path, config.engine_options())
-        .map_err(|e| format!("cannot open the store {}: {e}", path.display()))?;
+    let store = Store::open_with(&path, config.engine_options()).map_err(|e| {
+        if path.is_file() {
+            // A stock redis.conf names redis-server's `dump.rdb`.
+            format!(
+                "cannot open the store {}: it is a file (redis-server's RDB file?), and \
+                     emberkv-server keeps its store in a directory: set dbfilename to another name",
+                path.display()
+            )
+        } else {
+            format!("cannot open the store {}: {e}", path.display())
+        }
+    })?;
     notice!(
         "Store loaded: {} keys in {:.3} seconds",
         store.db().len(),
@@ -265,12 +275,13 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
         );
     }
 
-    // Once the listeners and the store's lock are held, as redis-server
-    // writes it once its listeners are up: a second server that fails to
-    // start leaves the first one's pid file alone.
-    let _pidfile = crate::supervise::PidFile::create(&config);
     adjust_maxclients(&mut config)?;
-    let store = serve(config, store, tcp, threads, supervised)?;
+    // Written by `serve` once every listener is up, the store's lock held
+    // and the signal handlers installed, and removed after the store is
+    // closed: a second server that fails to start leaves the first one's
+    // pid file alone.
+    let mut pidfile = None;
+    let store = serve(config, store, tcp, threads, supervised, &mut pidfile)?;
     let store = match store {
         Ok(store) => store,
         Err(shared) => {
@@ -364,6 +375,7 @@ fn serve(
     tcp: Vec<std::net::TcpListener>,
     threads: usize,
     supervised: Supervised,
+    pidfile: &mut Option<crate::supervise::PidFile>,
 ) -> Result<Result<Store, Arc<Shared>>, String> {
     let tcp_port = tcp
         .first()
@@ -434,6 +446,7 @@ fn serve(
             .spawn(move || cron(&shared))
             .map_err(|e| format!("cannot start the cron thread: {e}"))?
     };
+    *pidfile = crate::supervise::PidFile::create(&shared.config.read());
     notice!("Ready to accept connections ({threads} io threads)");
     crate::supervise::ready(supervised);
 

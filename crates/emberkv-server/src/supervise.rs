@@ -51,8 +51,13 @@ impl PidFile {
 }
 
 impl Drop for PidFile {
+    /// Removes the file if it still holds this process's id: another
+    /// server may have written its own there since.
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let ours = format!("{}\n", std::process::id());
+        if std::fs::read_to_string(&self.0).is_ok_and(|held| held == ours) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 }
 

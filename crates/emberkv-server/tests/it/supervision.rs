@@ -221,6 +221,62 @@ fn a_daemon_writes_its_pid_file_serves_and_removes_it() {
     assert!(!pidfile.exists(), "the pid file is removed at exit");
 }
 
+/// A second server that fails to start after binding its port (here on
+/// its unix socket, a path that is a directory) leaves the pid file of
+/// the server running with it alone: found by a review (2026-12-07), when
+/// the file was written before the socket was bound and removed on the
+/// way out. A store directory that is a file (redis-server's `dump.rdb`,
+/// which a stock `redis.conf` names) is refused with a hint.
+#[test]
+fn a_server_that_fails_to_start_leaves_the_pid_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("shared.pid");
+    std::fs::create_dir(dir.path().join("first")).unwrap();
+    std::fs::create_dir(dir.path().join("second")).unwrap();
+    let start = |sub: &str, port: u16, extra: &[&str]| {
+        let mut cmd = Command::new(binary());
+        cmd.args(["--port", &port.to_string()])
+            .args(["--dir", path_str(&dir.path().join(sub))])
+            .args(["--pidfile", path_str(&pidfile)])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    let port = free_port();
+    let first = KillOnDrop(start("first", port, &[]).spawn().unwrap());
+    let pid = first.0.id();
+    assert!(
+        eventually(20, || std::fs::read_to_string(&pidfile)
+            .is_ok_and(|p| p == format!("{pid}\n"))),
+        "the first server writes its pid file"
+    );
+    let socket_path = dir.path().join("first");
+    let second = start(
+        "second",
+        free_port(),
+        &["--unixsocket", path_str(&socket_path)],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&pidfile).unwrap(),
+        format!("{pid}\n"),
+        "the first server's pid file is left alone"
+    );
+    std::fs::write(dir.path().join("second").join("dump.rdb"), b"REDIS0009").unwrap();
+    let rdb = start("second", free_port(), &["--dbfilename", "dump.rdb"])
+        .output()
+        .unwrap();
+    assert_eq!(rdb.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&rdb.stderr);
+    assert!(err.contains("set dbfilename to another name"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    drop(first);
+}
+
 /// With `daemonize yes` under systemd (`supervised systemd` and
 /// `$NOTIFY_SOCKET`) the server stays in the foreground, as redis-server
 /// does, so that the `READY=1` comes from the process systemd started;
