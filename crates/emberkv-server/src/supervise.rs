@@ -24,14 +24,14 @@ pub fn daemonize() -> Result<(), String> {
 }
 
 /// The pid file, removed when dropped (at a clean exit, as redis-server
-/// removes its own).
+/// removes its own) if it still holds this process's id.
 #[derive(Debug)]
 pub struct PidFile(PathBuf);
 
 impl PidFile {
     /// Writes this process's id to the configured `pidfile` (a daemon
-    /// is given [`crate::config::DEFAULT_PIDFILE`] when none is configured); `None` when
-    /// there is none. A file that cannot be written is a warning, not a
+    /// is given [`crate::config::DEFAULT_PIDFILE`] when none is
+    /// configured); `None` when there is none. A file that cannot be written is a warning, not a
     /// failure, as in redis-server.
     pub fn create(config: &Config) -> Option<PidFile> {
         let path = config.pidfile.clone()?;
@@ -153,6 +153,11 @@ mod tests {
         );
         drop(pid);
         assert!(!path.exists());
+        // Another server's since: left alone.
+        let pid = PidFile::create(&config).expect("written");
+        std::fs::write(&path, "1\n").unwrap();
+        drop(pid);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
     }
 
     #[test]
