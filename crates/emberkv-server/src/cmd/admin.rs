@@ -162,27 +162,35 @@ fn config_help(ctx: &mut Ctx<'_>, _args: &Args<'_>) -> CmdResult {
 /// CONFIG GET, as Redis 7.0's `configGetCommand`: an argument without
 /// `*`, `?` or `[` names one parameter (in any case) and the reply names
 /// it as the argument spelled it; a pattern matches names ignoring case
-/// and the reply gives their own names. A parameter named twice is given
-/// once, under its first spelling.
+/// and the reply gives their own names. Redis 6's names of settings
+/// (`config::ALIASES`) are names too: a pattern lists them beside the
+/// new ones. A name asked twice is given once, under its first spelling.
 fn config_get(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
     let config = ctx.shared.config.read();
+    let names = PARAMS
+        .iter()
+        .enumerate()
+        .map(|(at, param)| (at, param.name))
+        .chain(config::ALIASES.iter().filter_map(|&(alias, name)| {
+            let at = PARAMS.iter().position(|p| p.name == name)?;
+            Some((at, alias))
+        }));
+    let names: Vec<(usize, &str)> = names.collect();
     let mut found: Vec<(usize, &[u8])> = Vec::new();
     for arg in args.from(2) {
         let glob = arg.iter().any(|b| b"*?[".contains(b));
-        // An older name (`slave-read-only`) asks for the setting it stands
-        // for, under the name it was asked by.
-        let canonical = config::ALIASES
-            .iter()
-            .find(|(alias, _)| arg.eq_ignore_ascii_case(alias.as_bytes()))
-            .map_or(arg, |(_, name)| name.as_bytes());
-        for (at, param) in PARAMS.iter().enumerate() {
-            let name = param.name.as_bytes();
+        for &(at, name) in &names {
+            let name = name.as_bytes();
             let hit = if glob {
                 crate::glob::matches(&arg.to_ascii_lowercase(), name)
             } else {
-                canonical.eq_ignore_ascii_case(name)
+                arg.eq_ignore_ascii_case(name)
             };
-            if hit && !found.iter().any(|&(seen, _)| seen == at) {
+            if hit
+                && !found
+                    .iter()
+                    .any(|(_, seen)| seen.eq_ignore_ascii_case(name))
+            {
                 found.push((at, if glob { name } else { arg }));
             }
         }
@@ -228,10 +236,13 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
         if !param.mutable {
             return Err(failed("can't set immutable config"));
         }
-        if seen.contains(&param.name) {
+        // A name given twice; a Redis 6 name beside the new one is not
+        // (the later value wins), as in redis-server.
+        let lower = name.to_ascii_lowercase();
+        if seen.contains(&lower) {
             return Err(failed("duplicate parameter"));
         }
-        seen.push(param.name);
+        seen.push(lower);
         param
             .set(&mut next, &[text(value)])
             .map_err(|e| failed(&e.redis()))?;

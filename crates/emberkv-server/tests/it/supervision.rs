@@ -141,6 +141,17 @@ fn a_stock_redis_conf_under_systemd_starts_and_says_ready() {
     assert_eq!(as_array(&r.q("CONFIG GET databases"))[1], bulk(b"1"));
     assert_eq!(r.q("CONFIG SET hz 20"), ok());
     assert_eq!(as_array(&r.q("CONFIG GET hz"))[1], bulk(b"20"));
+    // Redis 6's names, as redis-server 7.0 takes them: listed by
+    // patterns, and beside the new name in one CONFIG SET (the later wins).
+    assert_eq!(as_array(&r.q("CONFIG GET *ziplist*")).len(), 10);
+    assert_eq!(
+        r.q("CONFIG SET slave-read-only yes replica-read-only no"),
+        ok()
+    );
+    assert_eq!(
+        r.q("CONFIG GET slave-read-only"),
+        bulks(&["slave-read-only", "no"])
+    );
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains("Accepted without effect in emberkv-server: acllog-max-len,"),
