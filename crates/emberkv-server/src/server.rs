@@ -213,6 +213,8 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
     };
 
     let path = config.store_path();
+    // Before the first log line, so that a signal after it finds them.
+    let signals = SignalThread::start()?;
     notice!(
         "emberkv-server {} starting, pid={}, store {}",
         env!("CARGO_PKG_VERSION"),
@@ -281,7 +283,15 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
     // closed: a second server that fails to start leaves the first one's
     // pid file alone.
     let mut pidfile = None;
-    let store = serve(config, store, tcp, threads, supervised, &mut pidfile)?;
+    let store = serve(
+        config,
+        store,
+        tcp,
+        threads,
+        supervised,
+        signals,
+        &mut pidfile,
+    )?;
     let store = match store {
         Ok(store) => store,
         Err(shared) => {
@@ -375,6 +385,7 @@ fn serve(
     tcp: Vec<std::net::TcpListener>,
     threads: usize,
     supervised: Supervised,
+    signals: SignalThread,
     pidfile: &mut Option<crate::supervise::PidFile>,
 ) -> Result<Result<Store, Arc<Shared>>, String> {
     let tcp_port = tcp
@@ -397,26 +408,12 @@ fn serve(
     }
     let shared = Arc::new(Shared::new(config, store, tcp_port));
 
-    // Before the first connection is accepted: a client that sends
-    // SIGTERM once it is served must find the handler installed, not the
-    // default action (found by `expiry_survives_a_restart`, which failed
-    // once in a loaded test run with a non-zero exit after SIGTERM).
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| format!("cannot install the SIGTERM and SIGINT handlers: {e}"))?;
-    let signal_handle = signals.handle();
-    let shutdown = Arc::clone(&shared.shutdown);
-    let signal_thread = std::thread::Builder::new()
-        .name("emberkv-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                shutdown.request(if signal == SIGTERM {
-                    Reason::Terminate
-                } else {
-                    Reason::Interrupt
-                });
-            }
-        })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    // Before the first connection is accepted (the handlers were installed
+    // at start-up): a client that sends SIGTERM once it is served must find
+    // the server's, not the default action (found by
+    // `expiry_survives_a_restart`, which failed once in a loaded test run
+    // with a non-zero exit after SIGTERM).
+    signals.serve(Arc::clone(&shared.shutdown));
 
     let mut loops = (0..threads)
         .map(|_| EventLoop::new(Arc::clone(&shared)))
@@ -486,13 +483,73 @@ fn serve(
         let _ = t.join();
     }
     let _ = cron_thread.join();
-    signal_handle.close();
-    let _ = signal_thread.join();
+    signals.stop();
     if let Some(p) = &shared.config.read().unixsocket {
         let _ = std::fs::remove_file(p);
     }
     notice!("Closing the store: flushing and syncing every acknowledged write");
     Ok(Arc::try_unwrap(shared).map(|s| s.store))
+}
+
+/// SIGTERM and SIGINT, handled on a thread of their own from start-up on.
+/// Before the server serves, one ends the process at once with exit code
+/// 0, logged (the store opens after that as after a crash, which it is
+/// built for), as redis-server stops when signalled while it loads; until
+/// 2026-12-07 the signal's default action killed it without a line in the
+/// log. Once the server serves, one requests a shutdown.
+struct SignalThread {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+    serving: Arc<std::sync::OnceLock<Arc<Shutdown>>>,
+}
+
+impl SignalThread {
+    /// Installs the handlers and starts the thread.
+    ///
+    /// # Errors
+    /// The handlers or the thread cannot be had.
+    fn start() -> Result<SignalThread, String> {
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+            .map_err(|e| format!("cannot install the SIGTERM and SIGINT handlers: {e}"))?;
+        let handle = signals.handle();
+        let serving: Arc<std::sync::OnceLock<Arc<Shutdown>>> = Arc::default();
+        let shutdown = Arc::clone(&serving);
+        let thread = std::thread::Builder::new()
+            .name("emberkv-signals".into())
+            .spawn(move || {
+                for signal in signals.forever() {
+                    let (reason, name) = if signal == SIGTERM {
+                        (Reason::Terminate, "SIGTERM")
+                    } else {
+                        (Reason::Interrupt, "SIGINT")
+                    };
+                    match shutdown.get() {
+                        Some(shutdown) => shutdown.request(reason),
+                        None => {
+                            warning!("Received {name} during start-up, exiting now");
+                            std::process::exit(0);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        Ok(SignalThread {
+            handle,
+            thread,
+            serving,
+        })
+    }
+
+    /// From now on a signal requests a shutdown through `shutdown`.
+    fn serve(&self, shutdown: Arc<Shutdown>) {
+        let _ = self.serving.set(shutdown);
+    }
+
+    /// Uninstalls the handlers and ends the thread.
+    fn stop(self) {
+        self.handle.close();
+        let _ = self.thread.join();
+    }
 }
 
 /// Longest unix socket path the kernel takes (`sun_path` holds 108

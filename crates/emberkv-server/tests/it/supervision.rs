@@ -364,3 +364,38 @@ fn the_listen_backlog_and_keepalive_are_as_configured() {
     let clients = ss(&["-tnoH", "state", "established", &filter]);
     assert!(!clients.contains("keepalive"), "{clients}");
 }
+
+/// A SIGTERM while the server starts (here: while it waits for its
+/// store, which another server holds) ends it with exit code 0 and a line
+/// in its log, as redis-server stops when signalled while it loads; until
+/// 2026-12-07 the signal's default action killed it without a word (found
+/// by a review).
+#[test]
+fn sigterm_during_start_up_exits_cleanly_and_says_so() {
+    let first = Server::start(&[]);
+    let log = first.dir.path().join("second.log");
+    let second = Command::new(binary())
+        .args(["--port", &free_port().to_string()])
+        .args(["--dir", path_str(first.dir.path())])
+        .args(["--logfile", path_str(&log)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut second = KillOnDrop(second);
+    assert!(
+        eventually(20, || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("starting")),
+        "the second server starts"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(second.0.id() as i32, libc::SIGTERM) };
+    let status = second.0.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{status}: {text}");
+    assert!(text.contains("Received SIGTERM during start-up"), "{text}");
+    // The first server serves on.
+    assert_eq!(first.raw().q("PING"), simple("PONG"));
+}
