@@ -130,8 +130,8 @@ pub enum Supervised {
     Systemd,
     /// upstart: the server stops itself with `SIGSTOP` once serving.
     Upstart,
-    /// systemd if `$NOTIFY_SOCKET` is set, else upstart if `$UPSTART_JOB`
-    /// is, else none.
+    /// upstart if `$UPSTART_JOB` is set, else systemd if `$NOTIFY_SOCKET`
+    /// is, else none (redis-server's order).
     Auto,
 }
 
