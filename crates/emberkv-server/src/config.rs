@@ -1023,22 +1023,22 @@ fn hz(args: &[String]) -> Result<String, Invalid> {
 /// A file name without a directory, as redis-server's
 /// `isValidAOFfilename` takes for `appendfilename`.
 fn append_file_name(args: &[String]) -> Result<String, Invalid> {
-    match one(args)? {
-        "" => Err("appendfilename can't be empty".into()),
-        v if v.contains('/') || v == "." || v == ".." => {
-            Err("appendfilename can't be a path, just a filename".into())
-        }
-        v => Ok(v.to_owned()),
-    }
+    base_name(args, "appendfilename", "filename")
 }
 
 /// A directory name without a path, as redis-server's
 /// `isValidAOFdirname` takes for `appenddirname`.
 fn append_dir_name(args: &[String]) -> Result<String, Invalid> {
+    base_name(args, "appenddirname", "dirname")
+}
+
+/// One name without a path (not empty, no `/`, not `.` or `..`), refused
+/// in redis-server's words for `setting`, which calls it a `noun`.
+fn base_name(args: &[String], setting: &str, noun: &str) -> Result<String, Invalid> {
     match one(args)? {
-        "" => Err("appenddirname can't be empty".into()),
+        "" => Err(format!("{setting} can't be empty").into()),
         v if v.contains('/') || v == "." || v == ".." => {
-            Err("appenddirname can't be a path, just a dirname".into())
+            Err(format!("{setting} can't be a path, just a {noun}").into())
         }
         v => Ok(v.to_owned()),
     }
