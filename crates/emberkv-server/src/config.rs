@@ -62,6 +62,10 @@ pub struct Config {
     pub maxmemory: u64,
     /// Largest number of connected clients.
     pub maxclients: usize,
+    /// Most segment files the store keeps open (not a directive: the
+    /// server splits the open files limit between them and the clients at
+    /// start, [`crate::fd_limit::share`]).
+    pub store_files: u64,
     /// Seconds after which an idle client is closed; 0 never.
     pub timeout: u64,
     /// The default user's password; `None` means no password.
@@ -163,6 +167,7 @@ impl Default for Config {
             appendfsync: Fsync::EverySec,
             maxmemory: 0,
             maxclients: 10_000,
+            store_files: crate::fd_limit::STORE_FILES,
             timeout: 0,
             requirepass: None,
             protected_mode: true,
@@ -1155,9 +1160,10 @@ pub const SERVER_COMPACTION_GARBAGE: f64 = 1.0;
 
 impl Config {
     /// The engine options the server opens its store with: the hot tier
-    /// and the space bound these settings give, and compaction that, while
+    /// and the space bound these settings give, compaction that, while
     /// writes go on, reclaims only what that bound calls for
-    /// ([`SERVER_COMPACTION_GARBAGE`]).
+    /// ([`SERVER_COMPACTION_GARBAGE`]), and at most `store_files` segment
+    /// files open.
     pub fn engine_options(&self) -> emberkv::Options {
         let bound = match self.aof_rewrite_percentage {
             0 => f64::INFINITY,
@@ -1167,6 +1173,7 @@ impl Config {
             .hot_bytes(usize::try_from(self.hot_bytes).unwrap_or(usize::MAX))
             .max_space_amplification(bound)
             .compaction_garbage(Some(SERVER_COMPACTION_GARBAGE))
+            .max_open_files(usize::try_from(self.store_files).unwrap_or(usize::MAX))
     }
 }
 

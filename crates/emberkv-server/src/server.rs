@@ -249,6 +249,10 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
     if let Some(socket) = &config.unixsocket {
         check_unix_path(socket)?;
     }
+    // Before the store opens: it keeps `fd_limit::STORE_FILES` descriptors
+    // for its segment files beside the clients', which the limit must
+    // allow for while it replays them.
+    adjust_maxclients(&mut config)?;
     let opened = Instant::now();
     let store = Store::open_with(&path, config.engine_options()).map_err(|e| {
         if path.is_file() {
@@ -277,7 +281,6 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
         );
     }
 
-    adjust_maxclients(&mut config)?;
     // Written by `serve` once every listener is up, the store's lock held
     // and the signal handlers installed, and removed after the store is
     // closed: a second server that fails to start leaves the first one's
@@ -313,9 +316,10 @@ fn start(mut config: Config, supervised: Supervised) -> Result<(), String> {
 }
 
 /// Lowers `maxclients` to what the open files limit allows beside the
-/// descriptors open now (the store's segment files, the listeners, the
-/// log), once that limit is raised as far as it goes ([`fd_limit`]), and
-/// logs it in Redis's words.
+/// descriptors open now (the listeners, the log; the store is not open
+/// yet) and those kept for the store's segment files, once that limit is
+/// raised as far as it goes, and sets how many segment files the store may
+/// keep open (`store_files`; [`fd_limit::share`]); logs it in Redis's words.
 ///
 /// # Errors
 /// Not even one client fits.
@@ -323,17 +327,24 @@ fn adjust_maxclients(config: &mut Config) -> Result<(), String> {
     let in_use = fd_limit::open_descriptors().unwrap_or(0);
     let wanted = config.maxclients;
     let before = fd_limit::open_files_limit();
-    let fd_limit::Fit {
-        clients: fit,
-        needed,
-        limit,
-    } = fd_limit::fit_clients(wanted, in_use);
+    let fd_limit::Share {
+        fit:
+            fd_limit::Fit {
+                clients: fit,
+                needed,
+                limit,
+            },
+        store_files,
+    } = fd_limit::share(wanted, in_use);
     if fit == 0 {
         return Err(format!(
             "Your current 'ulimit -n' of {limit} is not enough for the server to start \
-             ({in_use} files are open). Please increase your open file limit to at least {needed}."
+             ({in_use} files are open, and the store keeps up to {} segment files open). \
+             Please increase your open file limit to at least {needed}.",
+            fd_limit::MIN_STORE_FILES
         ));
     }
+    config.store_files = store_files;
     if fit < wanted {
         warning!(
             "You requested maxclients of {wanted} requiring at least {needed} max file descriptors."
@@ -341,6 +352,11 @@ fn adjust_maxclients(config: &mut Config) -> Result<(), String> {
         warning!(
             "Current maximum open files is {limit}. maxclients has been reduced to {fit} to \
              compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+        );
+        warning!(
+            "The store keeps up to {store_files} segment files' descriptors open (of {} where \
+             the limit allows); it closes others and opens them again as needed.",
+            fd_limit::STORE_FILES
         );
         config.maxclients = fit;
     } else if let Some(before) = before.filter(|&b| b < limit) {

@@ -40,9 +40,8 @@ use crate::storage::{SEGMENT_HEADER_BYTES, SegmentFile, write_mark_to};
 /// A sealed segment to copy once compaction is let go: its file, taken
 /// while compaction was held off ([`crate::storage::Segments::file_for_backup`]).
 struct SealedCopy {
-    /// The segment's file; `None` once the backup's own was closed for
-    /// want of descriptors (then copied at once, by name, with compaction
-    /// still held off).
+    /// The segment's file; `None` once let go for want of descriptors
+    /// (then copied at once, by name, with compaction still held off).
     from: Option<SegmentFile>,
     src: PathBuf,
     to: PathBuf,
@@ -71,7 +70,7 @@ impl SealedCopy {
 
 /// Runs `open` (with compaction held off); when the process is out of
 /// file descriptors, first copies the `sealed` segments taken so far,
-/// closing the files the backup opened for them beforehand (their names
+/// letting go of their files beforehand and copying by name (the names
 /// still stand), and runs it again.
 ///
 /// # Errors
@@ -80,10 +79,10 @@ fn or_copy_taken<T>(sealed: &mut Vec<SealedCopy>, open: impl Fn() -> io::Result<
     match open() {
         Ok(t) => Ok(t),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            // The store's own files too: one whose descriptor the store
+            // closed since (past its bound) is held by this copy alone.
             for copy in sealed.iter_mut() {
-                if matches!(copy.from, Some(SegmentFile::Own(_))) {
-                    copy.from = None;
-                }
+                copy.from = None;
             }
             for copy in sealed.drain(..) {
                 copy.copy()?;

@@ -780,7 +780,7 @@ impl Db {
         options.validate()?;
         let read_only = options.read_only;
         let cache = ReadCache::new(options.read_cache_bytes)?;
-        let (lock, mut meta, storage);
+        let (lock, mut meta, mut storage);
         if read_only {
             lock = meta::lock_shared(dir)?;
             meta = meta::load(dir)?;
@@ -800,6 +800,9 @@ impl Db {
                     Ahead::Allocate
                 },
             );
+        }
+        if let Some(most) = options.max_open_files {
+            storage = storage.max_open(most);
         }
         let hasher = hasher(meta.hash_seed);
         let retired = manifest::load(dir)?;
@@ -1364,7 +1367,10 @@ impl Db {
                 self.core.expired_removed.load(Ordering::Relaxed),
             ),
             self.core.log.commit_counts(),
-            self.core.torn_bytes_cut,
+            (
+                self.core.torn_bytes_cut,
+                self.core.log.storage().open_files(),
+            ),
         ))
     }
 

@@ -87,6 +87,28 @@ pub struct Options {
     /// scans (recovery's, [`crate::check()`]'s), iteration and the reads of
     /// `update` and the like read by positioned reads either way.
     pub map_cold_reads: bool,
+    /// Most segment files whose file descriptor the store keeps open at
+    /// once (a map, with [`Options::map_cold_reads`], needs none). Past
+    /// it, opening one more descriptor (a positioned read of a segment
+    /// whose descriptor is closed, recovery replaying the next segment,
+    /// the log moving on to a new one) closes one not used since the last
+    /// sweep, after CLOCK (Corbató, 1968: one reference bit per segment,
+    /// as an OS page cache's second chance); its next use opens it again
+    /// (an `open`, some microseconds). Gets through the maps never need
+    /// one; iteration, [`crate::Db::update`]'s and the like's value reads,
+    /// backups and, with `map_cold_reads(false)`, gets do. Only sealed
+    /// segments' descriptors close (not the segment being written, nor one
+    /// whose cut is not yet durable), so the bound can be passed by those
+    /// few, and by readers still reading through one that closed. `None`
+    /// (the default): half the process's soft `RLIMIT_NOFILE` as it is at
+    /// open (512 under the common 1,024), at least 16; no bound where the
+    /// limit is infinite. Until 2026-12-07 every segment's descriptor
+    /// stayed open until compaction retired it, so a store of more
+    /// segments than the limit (256 GiB of 256 MiB segments under 1,024
+    /// descriptors) failed to open, and a server's clients and segments
+    /// ran out of descriptors together. Refused at open
+    /// ([`Error::InvalidOptions`]) when 0.
+    pub max_open_files: Option<usize>,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the
     /// last one covered several writers, the next waits up to half as long
@@ -266,8 +288,8 @@ pub struct Options {
     /// processes), so the store does not change
     /// while a read-only handle is open. A directory that holds no store
     /// fails with [`crate::Error::InvalidPath`] (none is created). Of the
-    /// other options only `key_capacity`, `read_cache_bytes` and
-    /// `map_cold_reads` apply (the hot tier, which holds nothing read-only,
+    /// other options only `key_capacity`, `read_cache_bytes`,
+    /// `map_cold_reads` and `max_open_files` apply (the hot tier, which holds nothing read-only,
     /// is 4 pages). Default `false`.
     pub read_only: bool,
 }
@@ -279,6 +301,7 @@ impl Default for Options {
             hot_bytes: 256 << 20,
             read_cache_bytes: 32 << 20,
             map_cold_reads: true,
+            max_open_files: None,
             sync_writes: false,
             flush_interval: Duration::from_millis(100),
             segment_bytes: 256 << 20,
@@ -310,6 +333,14 @@ impl Options {
     #[must_use]
     pub fn map_cold_reads(mut self, map: bool) -> Self {
         self.map_cold_reads = map;
+        self
+    }
+
+    /// Sets [`Options::max_open_files`] to `files` (default: half the
+    /// soft `RLIMIT_NOFILE` at open, at least 16).
+    #[must_use]
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = Some(files);
         self
     }
 
@@ -410,6 +441,9 @@ impl Options {
             return bad(format!(
                 "max_space_amplification = {bound} is not at least 1.3"
             ));
+        }
+        if self.max_open_files == Some(0) {
+            return bad("max_open_files = 0: the segment being written needs one".into());
         }
         if self.read_cache_bytes as u64 > 1 << 40 {
             return bad(format!(

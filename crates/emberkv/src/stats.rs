@@ -75,6 +75,11 @@ pub struct Stats {
     /// ([`crate::Options::read_only`]) counts the bytes it read past and
     /// left in the file (the next writable open cuts them).
     pub torn_bytes_cut: u64,
+    /// Segment files whose descriptor is open now: at most about
+    /// [`crate::Options::max_open_files`], which the segment being
+    /// written and readers still reading through a descriptor that closed
+    /// can pass by a few.
+    pub open_files: usize,
 }
 
 impl Stats {
@@ -85,7 +90,7 @@ impl Stats {
         (read_cache_bytes, read_cache_hits, read_cache_misses): (usize, u64, u64),
         (compactions, write_waits, expired_keys_removed): (u64, u64, u64),
         (records_appended, records_updated_in_place, fdatasyncs): (u64, u64, u64),
-        torn_bytes_cut: u64,
+        (torn_bytes_cut, open_files): (u64, usize),
     ) -> Stats {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         Stats {
@@ -112,6 +117,7 @@ impl Stats {
             records_updated_in_place,
             fdatasyncs,
             torn_bytes_cut,
+            open_files,
         }
     }
 }

@@ -86,7 +86,7 @@ use std::sync::Arc;
 use memmap2::{Advice, Mmap, MmapOptions};
 
 use crate::error::{Error, Result};
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Mutex};
 
 /// How the active segment's file is made ready ahead of its writes, for
@@ -188,9 +188,13 @@ pub(crate) fn write_mark_to(file: &File, seg: u64, len: u64, slot: usize) -> io:
     file.write_all_at(&mark_slot(seg, len), (MARK_AT + 8 * slot) as u64)
 }
 
-/// One open segment file.
+/// One open segment: its file's descriptor while that is open, its map.
 pub(crate) struct Segment {
-    file: File,
+    /// The file, while its descriptor is open: taken (closed) by the sweep
+    /// that keeps the store within its bound on descriptors
+    /// ([`Segments::close_past_bound`]), and opened again by the next use
+    /// ([`Segments::file_of`]). Reads through the map need none.
+    file: Mutex<Option<Arc<File>>>,
     /// A read-only map of the segment's whole address range, if one could
     /// be made.
     map: Option<Mmap>,
@@ -208,6 +212,10 @@ pub(crate) struct Segment {
     /// cut retried after a failed fsync syncs even though it finds the file
     /// already short.
     cut_unsynced: AtomicBool,
+    /// Set at open and by each use of the file's descriptor, cleared by
+    /// the sweep (CLOCK's reference bit): a descriptor used since the
+    /// sweep last passed it stays open.
+    referenced: AtomicBool,
 }
 
 impl Segment {
@@ -231,12 +239,32 @@ impl Segment {
             let _ = map.advise(Advice::Random);
         }
         Ok(Segment {
-            file,
+            file: Mutex::new(Some(Arc::new(file))),
             map,
             written: AtomicU64::new(written),
             allocated: AtomicU64::new(written),
             cut_unsynced: AtomicBool::new(false),
+            // Opened to be used: it stays open for one turn of the sweep.
+            referenced: AtomicBool::new(true),
         })
+    }
+
+    /// Marks the descriptor used since the last sweep (a load alone when
+    /// it already is, so that readers of one segment do not write its line
+    /// over and over).
+    fn mark_referenced(&self) {
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the segment's descriptor can be closed: its file holds its
+    /// records and nothing past them (nothing allocated ahead, which only
+    /// writes through this descriptor extend), and no cut of it waits to
+    /// be made durable (its fsync goes through the descriptor).
+    fn closable(&self) -> bool {
+        !self.cut_unsynced.load(Ordering::Acquire)
+            && self.allocated.load(Ordering::Relaxed) == self.written.load(Ordering::Acquire)
     }
 }
 
@@ -286,7 +314,7 @@ impl MappedSegment {
 /// A segment's file as [`Segments::file_for_backup`] gives it.
 pub(crate) enum SegmentFile {
     /// The store's own, shared.
-    Store(Arc<Segment>),
+    Store(Arc<File>),
     /// One the store does not hold.
     Own(File),
 }
@@ -295,7 +323,7 @@ impl SegmentFile {
     /// The file (positioned reads only: the store's is shared).
     pub(crate) fn file(&self) -> &File {
         match self {
-            SegmentFile::Store(s) => &s.file,
+            SegmentFile::Store(f) => f,
             SegmentFile::Own(f) => f,
         }
     }
@@ -313,6 +341,14 @@ pub(crate) struct Segments {
     /// a segment is opened, created or retired.
     open: ArcSwap<Table>,
     opening: Mutex<()>,
+    /// Most descriptors of segment files kept open (see
+    /// [`Segments::max_open`]).
+    max_open: usize,
+    /// Segments whose descriptor is open (slots holding a file).
+    open_files: AtomicUsize,
+    /// The sweep's hand: the segment number it looks at next. Taken before
+    /// any segment's file slot, never while one is held.
+    hand: Mutex<u64>,
     /// Whether files are opened for reading only ([`Segments::read_only`]).
     read_only: bool,
     /// Whether segments are mapped for [`Segments::with_mapped`].
@@ -354,6 +390,9 @@ impl Segments {
             store_id,
             open: ArcSwap::from_pointee(Table::new()),
             opening: Mutex::new(()),
+            max_open: default_max_open(),
+            open_files: AtomicUsize::new(0),
+            hand: Mutex::new(0),
             read_only: false,
             map_reads: false,
             allocate_ahead: 0,
@@ -376,6 +415,17 @@ impl Segments {
         Segments {
             read_only: true,
             ..Segments::new(dir, segment_bits, store_id)
+        }
+    }
+
+    /// These segments, keeping at most about `max_open` descriptors of
+    /// their files open (at least 1; see `Options::max_open_files`): past
+    /// it, opening one more closes one not used since the sweep last
+    /// passed it ([`Segments::close_past_bound`]).
+    pub(crate) fn max_open(self, max_open: usize) -> Segments {
+        Segments {
+            max_open: max_open.max(1),
+            ..self
         }
     }
 
@@ -520,7 +570,8 @@ impl Segments {
             }
             // The new header records `prev_len`: the previous segment's
             // file must be that long, durably, before it exists.
-            cut(&prev, prev_len, false)?;
+            let file = self.file_of(seg - 1, &prev)?;
+            cut(&prev, &file, prev_len, false)?;
         }
         let file = OpenOptions::new()
             .read(true)
@@ -554,14 +605,85 @@ impl Segments {
     }
 
     /// Adds `file` as segment `seg` to the open table (the caller holds
-    /// `opening`).
+    /// `opening`), closing other segments' descriptors past the bound
+    /// ([`Segments::close_past_bound`]).
     fn publish(&self, seg: u64, file: File) -> Result<Arc<Segment>> {
         let map_bytes = self.map_reads.then(|| self.segment_size());
         let segment = Arc::new(Segment::new(file, map_bytes)?);
         let mut table = Table::clone(&self.open.load());
         table.insert(seg, Arc::clone(&segment));
         self.open.store(Arc::new(table));
+        self.open_files.fetch_add(1, Ordering::Relaxed);
+        self.close_past_bound(seg);
         Ok(segment)
+    }
+
+    /// Segment `seg`'s file (`segment`'s), opening its descriptor again
+    /// when the sweep closed it, and marking it used.
+    ///
+    /// # Errors
+    /// The open's: `NotFound` once the segment is retired (for callers,
+    /// as for a segment not open), `EMFILE` when out of descriptors.
+    fn file_of(&self, seg: u64, segment: &Segment) -> io::Result<Arc<File>> {
+        segment.mark_referenced();
+        let mut slot = segment.file.lock();
+        if let Some(file) = &*slot {
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(!self.read_only)
+                .open(self.path(seg))?,
+        );
+        *slot = Some(Arc::clone(&file));
+        drop(slot);
+        self.open_files.fetch_add(1, Ordering::Relaxed);
+        self.close_past_bound(seg);
+        Ok(file)
+    }
+
+    /// Closes segments' descriptors until at most `max_open` are open, by
+    /// CLOCK (Corbató, 1968): the hand goes round the open segments in
+    /// number order, clearing the reference bit of those whose descriptor
+    /// was used since it last passed, and closing the first it finds
+    /// unused; it passes over `opened` (just opened for its caller), the
+    /// newest segment (the one written) and segments not
+    /// [`Segment::closable`]. The segments stay in the table with their
+    /// maps: gets read through those without a descriptor. Two turns at
+    /// most: when every descriptor it may close was used in between, or
+    /// none may be closed, more stay open until the next open. A reader
+    /// that took a file before its close keeps the descriptor until it is
+    /// done.
+    fn close_past_bound(&self, opened: u64) {
+        if self.open_files.load(Ordering::Relaxed) <= self.max_open {
+            return;
+        }
+        let mut hand = self.hand.lock();
+        let table = self.open.load();
+        let Some(&newest) = table.keys().next_back() else {
+            return;
+        };
+        let mut steps = 2 * table.len();
+        while self.open_files.load(Ordering::Relaxed) > self.max_open && steps > 0 {
+            steps -= 1;
+            let Some((&seg, segment)) = table.range(*hand..).next().or_else(|| table.iter().next())
+            else {
+                break;
+            };
+            *hand = seg + 1;
+            if seg == opened || seg == newest || !segment.closable() {
+                continue;
+            }
+            let mut slot = segment.file.lock();
+            if slot.is_none() || segment.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let closed = slot.take();
+            drop(slot);
+            self.open_files.fetch_sub(1, Ordering::Relaxed);
+            drop(closed);
+        }
     }
 
     /// Opens segment `seg`, creating it with `prev_len()` as the previous
@@ -649,17 +771,21 @@ impl Segments {
     /// # Errors
     /// I/O errors of the write.
     pub(crate) fn write_mark(&self, seg: u64, len: u64, slot: usize) -> Result<()> {
-        Ok(write_mark_to(&self.open(seg)?.file, seg, len, slot)?)
+        let segment = self.open(seg)?;
+        let file = self.file_of(seg, &segment)?;
+        Ok(write_mark_to(&file, seg, len, slot)?)
     }
 
     /// Reads into `buf` from log address `addr`; returns the bytes read,
     /// fewer than `buf.len()` only at the end of the segment file.
     pub(crate) fn read_at(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
-        let segment = self.open(self.segment_of(addr))?;
+        let seg = self.segment_of(addr);
+        let segment = self.open(seg)?;
+        let file = self.file_of(seg, &segment)?;
         let mut off = self.offset_in_segment(addr);
         let mut done = 0;
         while done < buf.len() {
-            match segment.file.read_at(&mut buf[done..], off) {
+            match file.read_at(&mut buf[done..], off) {
                 Ok(0) => break,
                 Ok(n) => {
                     done += n;
@@ -673,19 +799,36 @@ impl Segments {
     }
 
     /// Calls `f` with the bytes of segment file from log address `addr` to
-    /// the end of what was written, read through the segment's memory map;
-    /// `None` (without calling `f`) when `addr` lies past that end, or its
-    /// segment is not open (retired by compaction) or not mapped: the caller
-    /// then reads with [`Segments::read_at`], which reports why.
+    /// the end of what was written, read through the segment's memory map,
+    /// opening the segment when maps are on and it is not open (never
+    /// opened yet, or closed past the bound); `None` (without calling `f`)
+    /// when `addr` lies past that end, or its segment cannot be opened
+    /// (retired by compaction) or is not mapped: the caller then reads with
+    /// [`Segments::read_at`], which reports why.
     pub(crate) fn with_mapped<T>(&self, addr: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        Some(f(self.mapped_in(&self.open.load(), addr)?))
+        let table = self.open.load();
+        if let Some(bytes) = self.mapped_in(&table, addr) {
+            return Some(f(bytes));
+        }
+        let seg = self.segment_of(addr);
+        if !self.map_reads || table.contains_key(&seg) {
+            return None;
+        }
+        drop(table);
+        let segment = self.open(seg).ok()?;
+        Some(f(self.mapped_from(&segment, addr)?))
     }
 
     /// The bytes of the segment of `table` holding `addr`, from `addr` to
-    /// the end of what was written, through its map; `None` as for
-    /// [`Segments::with_mapped`].
+    /// the end of what was written, through its map; `None` when it is not
+    /// in `table` or as for [`Segments::with_mapped`].
     fn mapped_in<'t>(&self, table: &'t Table, addr: u64) -> Option<&'t [u8]> {
-        let segment = table.get(&self.segment_of(addr))?;
+        self.mapped_from(table.get(&self.segment_of(addr))?, addr)
+    }
+
+    /// The bytes of `segment`, the one holding `addr`, from `addr` to the
+    /// end of what was written, through its map.
+    fn mapped_from<'s>(&self, segment: &'s Segment, addr: u64) -> Option<&'s [u8]> {
         let map = segment.map.as_ref()?;
         let written = segment.written.load(Ordering::Acquire);
         let start = usize::try_from(self.offset_in_segment(addr)).ok()?;
@@ -727,9 +870,22 @@ impl Segments {
     pub(crate) fn trim(&self, seg: u64) -> Result<()> {
         let _opening = self.opening.lock();
         match self.open.load().get(&seg) {
-            Some(segment) => cut(segment, segment.written.load(Ordering::Acquire), false),
+            Some(segment) => {
+                let file = self.file_of(seg, segment)?;
+                cut(
+                    segment,
+                    &file,
+                    segment.written.load(Ordering::Acquire),
+                    false,
+                )
+            }
             None => Ok(()),
         }
+    }
+
+    /// Segments whose file's descriptor is open now.
+    pub(crate) fn open_files(&self) -> usize {
+        self.open_files.load(Ordering::Relaxed)
     }
 
     /// Bytes written to segment `seg`'s file (its length, less what was
@@ -765,14 +921,16 @@ impl Segments {
         if addr + bytes.len() as u64 > self.full_from.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(28).into());
         }
-        let segment = self.open(self.segment_of(addr))?;
+        let seg = self.segment_of(addr);
+        let segment = self.open(seg)?;
+        let file = self.file_of(seg, &segment)?;
         let off = self.offset_in_segment(addr);
         let end = off + bytes.len() as u64;
         if self.allocate_ahead > 0 && end > segment.allocated.load(Ordering::Relaxed) {
             let to = end.saturating_add(self.allocate_ahead);
-            allocate(&segment, to.min(self.segment_size()));
+            allocate(&segment, &file, to.min(self.segment_size()));
         }
-        segment.file.write_all_at(bytes, off)?;
+        file.write_all_at(bytes, off)?;
         segment.written.fetch_max(end, Ordering::Release);
         segment.allocated.fetch_max(end, Ordering::Relaxed);
         Ok(())
@@ -812,6 +970,9 @@ impl Segments {
             return false;
         };
         drop(table);
+        let Ok(file) = self.file_of(seg, &segment) else {
+            return false;
+        };
         let written = segment.written.load(Ordering::Acquire);
         let from = segment.allocated.load(Ordering::Relaxed).max(written);
         let wanted = written + self.zeros_ahead;
@@ -825,9 +986,9 @@ impl Segments {
         let mut at = from;
         while at < to {
             let len = ZEROS.len().min((to - at) as usize);
-            if segment.file.write_all_at(&ZEROS[..len], at).is_err() {
+            if file.write_all_at(&ZEROS[..len], at).is_err() {
                 // A failed write may have written part of the range.
-                let len = segment.file.metadata().map_or(at, |m| m.len());
+                let len = file.metadata().map_or(at, |m| m.len());
                 segment.allocated.store(len.max(from), Ordering::Relaxed);
                 return false;
             }
@@ -891,6 +1052,7 @@ impl Segments {
         let Some(segment) = self.open.load().get(&seg).cloned() else {
             return Ok(());
         };
+        let file = self.file_of(seg, &segment)?;
         #[cfg(test)]
         match self
             .fail_writeback_with
@@ -905,16 +1067,11 @@ impl Segments {
         ) else {
             return Ok(());
         };
-        // SAFETY: `sync_file_range` on a file descriptor that `segment.file`
-        // keeps open (the `Arc` is held across the call); it touches no
-        // memory of this process.
+        // SAFETY: `sync_file_range` on a file descriptor that `file` keeps
+        // open (the `Arc` is held across the call); it touches no memory
+        // of this process.
         let rc = unsafe {
-            libc::sync_file_range(
-                segment.file.as_raw_fd(),
-                offset,
-                len,
-                libc::SYNC_FILE_RANGE_WRITE,
-            )
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
         };
         if rc == 0 {
             Ok(())
@@ -927,7 +1084,8 @@ impl Segments {
     pub(crate) fn sync(&self, seg: u64) -> Result<()> {
         #[cfg(test)]
         self.injected_sync_failure(seg)?;
-        self.open(seg)?.file.sync_data()?;
+        let segment = self.open(seg)?;
+        self.file_of(seg, &segment)?.sync_data()?;
         Ok(())
     }
 
@@ -944,8 +1102,9 @@ impl Segments {
         #[cfg(test)]
         self.injected_sync_failure(seg)?;
         let segment = self.open(seg)?;
+        let file = self.file_of(seg, &segment)?;
         let _opening = self.opening.lock();
-        cut(&segment, len, true)
+        cut(&segment, &file, len, true)
     }
 
     /// Test hook: `EIO` for a sync of segment `seg` when it is
@@ -958,16 +1117,22 @@ impl Segments {
         Ok(())
     }
 
-    /// Length of segment `seg`'s file, in bytes.
+    /// Length of segment `seg`'s file, in bytes (through its name when its
+    /// descriptor is closed: no descriptor is opened for it).
     pub(crate) fn file_len(&self, seg: u64) -> Result<u64> {
-        Ok(self.open(seg)?.file.metadata()?.len())
+        let segment = self.open(seg)?;
+        let file = segment.file.lock().clone();
+        Ok(match file {
+            Some(file) => file.metadata()?.len(),
+            None => fs::metadata(self.path(seg))?.len(),
+        })
     }
 
     /// Segment `seg`'s file for a backup to copy with positioned reads,
     /// with the length of its records and of the file: the store's own
     /// open file (no new descriptor), or, for a segment the store has not
-    /// opened, a read-only file of the caller's that the store does not
-    /// keep (so a backup needs at most one descriptor per segment, store
+    /// opened or whose descriptor it closed, a read-only file of the
+    /// caller's that the store does not keep (so a backup needs at most one descriptor per segment, store
     /// and backup together, as the store would with every segment open).
     /// A file outlives its names: compaction may retire the segment while
     /// the backup reads it.
@@ -978,8 +1143,12 @@ impl Segments {
     pub(crate) fn file_for_backup(&self, seg: u64) -> io::Result<(SegmentFile, u64, u64)> {
         if let Some(s) = self.open.load().get(&seg) {
             let written = s.written.load(Ordering::Acquire);
-            let len = s.file.metadata()?.len();
-            return Ok((SegmentFile::Store(Arc::clone(s)), written, len));
+            // Its descriptor if open; else one of the caller's (below),
+            // which the store does not count or keep.
+            if let Some(file) = s.file.lock().clone() {
+                let len = file.metadata()?.len();
+                return Ok((SegmentFile::Store(file), written, len));
+            }
         }
         // As `Segment::new` would take it: the file's length is its
         // records'.
@@ -1039,7 +1208,13 @@ impl Segments {
             Err(e) => return Err(e.into()),
         }
         if let Some(segment) = segment {
-            close_in_background(segment);
+            // Taken here, under its slot's lock, so that a sweep holding an
+            // older table cannot count it closed a second time.
+            let file = segment.file.lock().take();
+            if file.is_some() {
+                self.open_files.fetch_sub(1, Ordering::Relaxed);
+            }
+            close_in_background((segment, file));
         }
         Ok(())
     }
@@ -1050,8 +1225,22 @@ impl Segments {
     pub(crate) fn truncate(&self, seg: u64, addr: u64) -> Result<()> {
         debug_assert!(self.segment_of(addr) == seg || addr == self.segment_start(seg + 1));
         let segment = self.open(seg)?;
+        let file = self.file_of(seg, &segment)?;
         let _opening = self.opening.lock();
-        cut(&segment, addr - self.segment_start(seg), false)
+        cut(&segment, &file, addr - self.segment_start(seg), false)
+    }
+}
+
+/// Most segments a store keeps open when its options set no bound: half
+/// the process's soft `RLIMIT_NOFILE` (the rest for the program's own
+/// files, sockets and other stores), at least 16; no bound where the limit
+/// is infinite or cannot be read.
+pub(crate) fn default_max_open() -> usize {
+    match rlimit::getrlimit(rlimit::Resource::NOFILE) {
+        Ok((soft, _)) if soft != rlimit::INFINITY => {
+            usize::try_from(soft / 2).map_or(usize::MAX, |half| half.max(16))
+        }
+        _ => usize::MAX,
     }
 }
 
@@ -1065,7 +1254,7 @@ impl Segments {
 /// handle is dropped here, as it is under `--cfg shuttle` (the handle's
 /// atomics are shuttle's there, which a thread outside the schedule must
 /// not touch).
-fn close_in_background(segment: Arc<Segment>) {
+fn close_in_background(segment: (Arc<Segment>, Option<Arc<File>>)) {
     #[cfg(not(shuttle))]
     // A failed spawn drops the closure, and with it the handle, at once.
     let _ = std::thread::Builder::new()
@@ -1086,10 +1275,10 @@ pub(crate) fn writeback_unsupported(e: &io::Error) -> bool {
     )
 }
 
-/// Allocates `segment`'s file from its length up to `to` bytes. A failure
+/// Allocates `segment`'s `file` from its length up to `to` bytes. A failure
 /// (a full disk, a file system without `fallocate`) is no error: the write
 /// that follows extends the file itself, and reports a real lack of room.
-fn allocate(segment: &Segment, to: u64) {
+fn allocate(segment: &Segment, file: &File, to: u64) {
     let from = segment.allocated.load(Ordering::Relaxed);
     let (Ok(offset), Ok(len)) = (
         libc::off_t::try_from(from),
@@ -1097,33 +1286,33 @@ fn allocate(segment: &Segment, to: u64) {
     ) else {
         return;
     };
-    // SAFETY: `fallocate` on a file descriptor that `segment.file` keeps
-    // open; it touches no memory of this process.
-    let rc = unsafe { libc::fallocate(segment.file.as_raw_fd(), 0, offset, len) };
+    // SAFETY: `fallocate` on a file descriptor that `file` keeps open; it
+    // touches no memory of this process.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
     let allocated = if rc == 0 {
         to
     } else {
         // A failed call may have allocated part of the range.
-        segment.file.metadata().map_or(from, |m| m.len().max(from))
+        file.metadata().map_or(from, |m| m.len().max(from))
     };
     segment.allocated.store(allocated, Ordering::Relaxed);
 }
 
-/// Cuts `segment`'s file to `len` bytes when it is longer, and makes the
+/// Cuts `segment`'s `file` to `len` bytes when it is longer, and makes the
 /// cut durable (also one an earlier call made but failed to sync), with an
 /// fsync that, with `sync` set, runs even when there is nothing to cut. The
 /// caller holds `Segments::opening`, so cuts never overlap (two could
 /// otherwise clear each other's `cut_unsynced`).
-fn cut(segment: &Segment, len: u64, sync: bool) -> Result<()> {
-    let file_len = segment.file.metadata()?.len();
+fn cut(segment: &Segment, file: &File, len: u64, sync: bool) -> Result<()> {
+    let file_len = file.metadata()?.len();
     if file_len > len {
         // Lowered first: a get reads the map only below it.
         segment.written.fetch_min(len, Ordering::Release);
         segment.cut_unsynced.store(true, Ordering::Release);
-        segment.file.set_len(len)?;
+        file.set_len(len)?;
     }
     if sync || segment.cut_unsynced.load(Ordering::Acquire) {
-        sync_cut(&segment.file)?;
+        sync_cut(file)?;
         segment.cut_unsynced.store(false, Ordering::Release);
     }
     segment
@@ -1346,13 +1535,10 @@ mod tests {
         segments.write_at(SEGMENT_HEADER_BYTES, &[9; 100]).unwrap();
         drop(segments);
         let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate);
-        assert_eq!(
-            mapped(&segments, SEGMENT_HEADER_BYTES),
-            None,
-            "not open yet"
-        );
-        segments.open(0).unwrap();
+        // Not open yet: the mapped read opens it.
+        assert!(open_segments(&segments).is_empty());
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES).unwrap(), [9; 100]);
+        assert_eq!(open_segments(&segments), [0]);
         segments.truncate(0, SEGMENT_HEADER_BYTES + 40).unwrap();
         assert_eq!(mapped(&segments, SEGMENT_HEADER_BYTES).unwrap(), [9; 40]);
     }
@@ -1629,16 +1815,154 @@ mod tests {
         let segments = first_segment(dir.path());
         segments.write_at(SEGMENT_HEADER_BYTES, b"held").unwrap();
         let held = segments.open(0).unwrap();
+        let file = segments.file_of(0, &held).unwrap();
         segments.retire(0).unwrap();
         assert!(!segments.path(0).exists());
         assert!(segments.list().unwrap().is_empty());
+        // A file taken before, and the map, still read; the segment's
+        // descriptor went with the retirement, and cannot be opened again.
         let mut buf = [0; 4];
-        held.file
-            .read_exact_at(&mut buf, SEGMENT_HEADER_BYTES)
-            .unwrap();
+        file.read_exact_at(&mut buf, SEGMENT_HEADER_BYTES).unwrap();
         assert_eq!(&buf, b"held");
         let map = held.map.as_ref().expect("mapped");
         let at = SEGMENT_HEADER_BYTES as usize;
         assert_eq!(&map[at..at + 4], b"held");
+        let gone = segments.file_of(0, &held).unwrap_err();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+        assert_eq!(segments.open_files(), 0);
+    }
+
+    /// Segment files of `dir` this process has open: `(descriptors, maps)`.
+    fn open_in(dir: &Path) -> (usize, usize) {
+        let dir = dir.to_str().unwrap();
+        let descriptors = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count();
+        let maps = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|line| line.contains(dir))
+            .count();
+        (descriptors, maps)
+    }
+
+    /// Writes `seg`'s number after its header and creates the next segment
+    /// (which cuts this one to its records, durably).
+    fn write_and_move_on(segments: &Segments, seg: u64) {
+        let start = segments.segment_start(seg);
+        segments
+            .write_at(start + SEGMENT_HEADER_BYTES, &seg.to_le_bytes())
+            .unwrap();
+        segments.create(seg + 1, SEGMENT_HEADER_BYTES + 8).unwrap();
+    }
+
+    fn open_segments(segments: &Segments) -> Vec<u64> {
+        segments.open.load().keys().copied().collect()
+    }
+
+    /// Segments whose descriptor is open.
+    fn with_files(segments: &Segments) -> Vec<u64> {
+        let table = segments.open.load();
+        table
+            .iter()
+            .filter(|(_, s)| s.file.lock().is_some())
+            .map(|(&seg, _)| seg)
+            .collect()
+    }
+
+    #[test]
+    fn past_the_bound_descriptors_not_used_since_the_last_sweep_close_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate).max_open(3);
+        segments.create(0, 0).unwrap();
+        write_and_move_on(&segments, 0);
+        write_and_move_on(&segments, 1);
+        assert_eq!(with_files(&segments), [0, 1, 2]);
+        // Each was used since its open: the first turn clears their bits,
+        // the second closes the first it meets; the newest never closes.
+        write_and_move_on(&segments, 2);
+        assert_eq!(with_files(&segments), [1, 2, 3]);
+        assert_eq!(segments.open_files(), 3);
+        // Every segment stays open, with its map.
+        assert_eq!(open_segments(&segments), [0, 1, 2, 3]);
+        assert_eq!(open_in(dir.path()), (3, 4));
+        // Segment 1's descriptor is used, 2's is not: reading 0 by pread
+        // opens its descriptor again and closes 2's.
+        let mut buf = [0; 8];
+        let at = |seg: u64| (seg << BITS) + SEGMENT_HEADER_BYTES;
+        assert_eq!(segments.read_at(at(1), &mut buf).unwrap(), 8);
+        assert_eq!(buf, 1u64.to_le_bytes());
+        assert_eq!(segments.read_at(at(0), &mut buf).unwrap(), 8);
+        assert_eq!(buf, 0u64.to_le_bytes());
+        assert_eq!(with_files(&segments), [0, 1, 3]);
+        // Closed means closed: no descriptor left behind.
+        assert_eq!(open_in(dir.path()), (3, 4));
+        // Reads through the map need no descriptor.
+        assert_eq!(mapped(&segments, at(2)).unwrap(), 2u64.to_le_bytes());
+        assert_eq!(with_files(&segments), [0, 1, 3]);
+        assert_eq!(segments.written_len(2).unwrap(), SEGMENT_HEADER_BYTES + 8);
+        assert_eq!(segments.file_len(2).unwrap(), SEGMENT_HEADER_BYTES + 8);
+        assert_eq!(with_files(&segments), [0, 1, 3]);
+    }
+
+    #[test]
+    fn descriptors_closed_past_the_bound_open_again_for_every_use() {
+        let dir = tempfile::tempdir().unwrap();
+        for map_reads in [true, false] {
+            let segments =
+                Segments::for_store(dir.path(), BITS, 7, map_reads, Ahead::Allocate).max_open(1);
+            let first = segments.list().unwrap().last().map_or(0, |&s| s + 1);
+            segments.create(first, 0).unwrap();
+            for seg in first..first + 20 {
+                write_and_move_on(&segments, seg);
+                // The newest, and the one just opened when it is another.
+                assert!(segments.open_files() <= 2);
+            }
+            for round in 0..2 {
+                for seg in first..first + 20 {
+                    let at = segments.segment_start(seg) + SEGMENT_HEADER_BYTES;
+                    let mut buf = [0; 16];
+                    assert_eq!(segments.read_at(at, &mut buf).unwrap(), 8, "{seg}, {round}");
+                    assert_eq!(buf[..8], seg.to_le_bytes());
+                    if map_reads {
+                        assert_eq!(mapped(&segments, at).unwrap(), seg.to_le_bytes());
+                    }
+                    segments.sync(seg).unwrap();
+                    assert!(segments.open_files() <= 2);
+                }
+            }
+            let (descriptors, maps) = open_in(dir.path());
+            assert!(descriptors <= 2, "{descriptors} descriptors");
+            assert_eq!(maps, if map_reads { 21 } else { 0 });
+            assert_eq!(with_files(&segments).len(), descriptors);
+        }
+    }
+
+    #[test]
+    fn a_retired_segment_is_counted_closed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate).max_open(2);
+        segments.create(0, 0).unwrap();
+        for seg in 0..4 {
+            write_and_move_on(&segments, seg);
+        }
+        assert_eq!(segments.open_files(), 2);
+        for seg in 0..4 {
+            segments.retire(seg).unwrap();
+        }
+        assert_eq!(with_files(&segments), [4]);
+        assert_eq!(segments.open_files(), 1);
+    }
+
+    #[test]
+    fn a_segment_with_room_allocated_ahead_is_not_closable() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = big_first_segment(dir.path());
+        let segment = segments.open(0).unwrap();
+        assert!(!segment.closable());
+        segments.trim(0).unwrap();
+        assert!(segment.closable());
     }
 }

@@ -1,10 +1,10 @@
 //! `Db::backup` to another file system holds a file for each sealed
 //! segment it copies, so that compaction may go on meanwhile: the store's
-//! own for a segment it has open, else one of its own. A process with
-//! descriptors for every segment and a few more, as the store needs
-//! anyway (docs/RELIABILITY.md), must still get a whole backup, whether
-//! the store has its segments open or not; when descriptors run out, the
-//! segments taken so far are copied at once.
+//! own for a segment whose descriptor it has open, else one of its own. A
+//! process with descriptors for every segment and a few more must still
+//! get a whole backup, whether the store has its segments open or not;
+//! when descriptors run out, the segments taken so far are copied at
+//! once.
 //!
 //! The child is this test binary re-executed with `descriptors_child` as
 //! the test filter and `EMBERKV_DESCRIPTORS_CHILD` set to the store's and
