@@ -66,6 +66,11 @@ pub struct Config {
     /// server splits the open files limit between them and the clients at
     /// start, [`crate::fd_limit::share`]).
     pub store_files: u64,
+    /// Descriptors open when the server split the open files limit (the
+    /// listeners, the log; not a directive): CONFIG SET maxclients counts
+    /// them, `store_files` and the reserve as the start did, so the value
+    /// the start chose can always be set again.
+    pub base_fds: u64,
     /// Seconds after which an idle client is closed; 0 never.
     pub timeout: u64,
     /// The default user's password; `None` means no password.
@@ -168,6 +173,7 @@ impl Default for Config {
             maxmemory: 0,
             maxclients: 10_000,
             store_files: crate::fd_limit::STORE_FILES,
+            base_fds: 0,
             timeout: 0,
             requirepass: None,
             protected_mode: true,

@@ -22,10 +22,6 @@ pub const RESERVED_FDS: u64 = 32;
 /// beside the clients, whatever it holds now (see [`share`]).
 pub const STORE_FILES: u64 = 256;
 
-/// Fewest segment files the store is given when the limit cannot fit
-/// [`STORE_FILES`] beside the clients asked for (16; see [`share`]).
-pub const MIN_STORE_FILES: u64 = 16;
-
 /// How [`share`] split the descriptors at start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Share {
@@ -39,9 +35,11 @@ pub struct Share {
 /// store's segment files, beside `in_use` descriptors (the store not open
 /// yet), raising the soft limit as [`fit_clients`] does: the store gets
 /// [`STORE_FILES`] when the limit fits them beside every client; else a
-/// quarter of the room the clients and the store share (at least
-/// [`MIN_STORE_FILES`], at most `STORE_FILES`), and the clients the rest
-/// (redis-server, whose data are in memory, would give them all of it).
+/// quarter of the room the clients and the store share (at least 1, at
+/// most `STORE_FILES`), and the clients the rest, at least 1 where there
+/// is any room (redis-server, whose data are in memory, would give them
+/// all of it). A store with few descriptors still serves GET through its
+/// maps; its other reads open descriptors again as they need them.
 pub fn share(maxclients: usize, in_use: u64) -> Share {
     let fit = fit_clients(maxclients, in_use.saturating_add(STORE_FILES));
     if fit.clients >= maxclients || fit.limit == 0 {
@@ -54,10 +52,11 @@ pub fn share(maxclients: usize, in_use: u64) -> Share {
     let room = fit
         .limit
         .saturating_sub(in_use.saturating_add(RESERVED_FDS));
-    let store_files = (room / 4).clamp(MIN_STORE_FILES, STORE_FILES);
+    let store_files = (room / 4).clamp(1, STORE_FILES);
+    let clients = room.saturating_sub(store_files).max(room.min(1));
     Share {
         fit: Fit {
-            clients: room.saturating_sub(store_files) as usize,
+            clients: clients as usize,
             ..fit
         },
         store_files,
@@ -161,10 +160,22 @@ mod tests {
         let short = share(usize::MAX / 2, in_use);
         let room = short.fit.limit - in_use - RESERVED_FDS;
         assert!(short.fit.limit >= limit);
-        assert_eq!(
-            short.store_files,
-            (room / 4).clamp(MIN_STORE_FILES, STORE_FILES)
-        );
+        assert_eq!(short.store_files, (room / 4).clamp(1, STORE_FILES));
         assert_eq!(short.fit.clients as u64 + short.store_files, room);
+        // A limit that leaves little room: at least one of each (an attack
+        // helper found the server refusing to start under `ulimit -n 50`,
+        // which had started it before the store had a share).
+        let now = short.fit.limit;
+        for room in [1, 2, 5, 10, 17] {
+            let tight = share(usize::MAX / 2, now - RESERVED_FDS - room);
+            assert!(
+                tight.fit.clients >= 1 && tight.store_files >= 1,
+                "{room}: {tight:?}"
+            );
+            assert!(
+                tight.fit.clients as u64 + tight.store_files <= room.max(2),
+                "{room}: {tight:?}"
+            );
+        }
     }
 }

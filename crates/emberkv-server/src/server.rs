@@ -339,12 +339,12 @@ fn adjust_maxclients(config: &mut Config) -> Result<(), String> {
     if fit == 0 {
         return Err(format!(
             "Your current 'ulimit -n' of {limit} is not enough for the server to start \
-             ({in_use} files are open, and the store keeps up to {} segment files open). \
-             Please increase your open file limit to at least {needed}.",
-            fd_limit::MIN_STORE_FILES
+             ({in_use} files are open). Please increase your open file limit to at least \
+             {needed}."
         ));
     }
     config.store_files = store_files;
+    config.base_fds = in_use;
     if fit < wanted {
         warning!(
             "You requested maxclients of {wanted} requiring at least {needed} max file descriptors."

@@ -102,7 +102,10 @@ pub struct Options {
     /// few, and by readers still reading through one that closed. `None`
     /// (the default): half the process's soft `RLIMIT_NOFILE` as it is at
     /// open (512 under the common 1,024), at least 16; no bound where the
-    /// limit is infinite. Until 2026-12-07 every segment's descriptor
+    /// limit is infinite. The bound is per store: a process that keeps
+    /// several stores of many segments open should set it so that their
+    /// sum fits beside its other files (two stores at the default can
+    /// together use the whole limit). Until 2026-12-07 every segment's descriptor
     /// stayed open until compaction retired it, so a store of more
     /// segments than the limit (256 GiB of 256 MiB segments under 1,024
     /// descriptors) failed to open, and a server's clients and segments

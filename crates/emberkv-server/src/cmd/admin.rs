@@ -248,17 +248,14 @@ fn config_set(ctx: &mut Ctx<'_>, args: &Args<'_>) -> CmdResult {
             .map_err(|e| failed(&e.redis()))?;
     }
     if next.maxclients > config.maxclients {
-        // The descriptors open beside the clients' and the store's segment
-        // files, those the store may yet open, and room for the new
-        // number of clients under the open files limit (raised if need
-        // be).
-        let segments = shared.store.db().stats().map_or(0, |s| s.open_files);
-        let in_use = crate::fd_limit::open_descriptors()
-            .unwrap_or(0)
-            .saturating_sub(shared.clients.len() as u64)
-            .saturating_sub(segments as u64)
-            .saturating_add(config.store_files);
-        let fit = crate::fd_limit::fit_clients(next.maxclients, in_use).clients;
+        // Room for the new number of clients under the open files limit
+        // (raised if need be), beside what the start counted: the
+        // descriptors open then and the store's share. Not those open
+        // now: the store's lock and the event loops' came after the start
+        // and live in the reserve, and counting them made the value the
+        // start chose one that could not be set again (an attack helper).
+        let kept = config.base_fds.saturating_add(config.store_files);
+        let fit = crate::fd_limit::fit_clients(next.maxclients, kept).clients;
         if fit < next.maxclients {
             return Err(CmdError::err(format_args!(
                 "CONFIG SET failed (possibly related to argument 'maxclients') - The operating \
