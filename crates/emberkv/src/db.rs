@@ -1358,8 +1358,7 @@ impl Db {
         let disk_bytes = disk_bytes.saturating_sub(self.core.log.storage().allocated_ahead());
         Ok(Stats::new(
             totals,
-            disk_bytes,
-            self.core.log.resident_bytes(),
+            (disk_bytes, self.core.log.resident_bytes()),
             self.core.log.cache.counters(),
             (
                 self.core.compactions.load(Ordering::Relaxed),
@@ -1367,10 +1366,8 @@ impl Db {
                 self.core.expired_removed.load(Ordering::Relaxed),
             ),
             self.core.log.commit_counts(),
-            (
-                self.core.torn_bytes_cut,
-                self.core.log.storage().open_files(),
-            ),
+            self.core.torn_bytes_cut,
+            self.core.log.storage().open_files(),
         ))
     }
 

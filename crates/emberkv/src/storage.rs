@@ -346,6 +346,8 @@ pub(crate) struct Segments {
     max_open: usize,
     /// Segments whose descriptor is open (slots holding a file).
     open_files: AtomicUsize,
+    /// Descriptors opened again after the sweep closed them.
+    reopened: AtomicU64,
     /// The sweep's hand: the segment number it looks at next. Taken before
     /// any segment's file slot, never while one is held.
     hand: Mutex<u64>,
@@ -392,6 +394,7 @@ impl Segments {
             opening: Mutex::new(()),
             max_open: default_max_open(),
             open_files: AtomicUsize::new(0),
+            reopened: AtomicU64::new(0),
             hand: Mutex::new(0),
             read_only: false,
             map_reads: false,
@@ -639,6 +642,7 @@ impl Segments {
         *slot = Some(Arc::clone(&file));
         drop(slot);
         self.open_files.fetch_add(1, Ordering::Relaxed);
+        self.reopened.fetch_add(1, Ordering::Relaxed);
         self.close_past_bound(seg);
         Ok(file)
     }
@@ -883,9 +887,13 @@ impl Segments {
         }
     }
 
-    /// Segments whose file's descriptor is open now.
-    pub(crate) fn open_files(&self) -> usize {
-        self.open_files.load(Ordering::Relaxed)
+    /// Segments whose file's descriptor is open now, and descriptors
+    /// opened again since these segments were opened.
+    pub(crate) fn open_files(&self) -> (usize, u64) {
+        (
+            self.open_files.load(Ordering::Relaxed),
+            self.reopened.load(Ordering::Relaxed),
+        )
     }
 
     /// Bytes written to segment `seg`'s file (its length, less what was
@@ -1836,7 +1844,7 @@ mod tests {
         assert_eq!(&map[at..at + 4], b"held");
         let gone = segments.file_of(0, &held).unwrap_err();
         assert_eq!(gone.kind(), io::ErrorKind::NotFound);
-        assert_eq!(segments.open_files(), 0);
+        assert_eq!(segments.open_files().0, 0);
     }
 
     /// Segment files of `dir` this process has open: `(descriptors, maps)`.
@@ -1891,7 +1899,7 @@ mod tests {
         // the second closes the first it meets; the newest never closes.
         write_and_move_on(&segments, 2);
         assert_eq!(with_files(&segments), [1, 2, 3]);
-        assert_eq!(segments.open_files(), 3);
+        assert_eq!(segments.open_files().0, 3);
         // Every segment stays open, with its map.
         assert_eq!(open_segments(&segments), [0, 1, 2, 3]);
         assert_eq!(open_in(dir.path()), (3, 4));
@@ -1901,9 +1909,11 @@ mod tests {
         let at = |seg: u64| (seg << BITS) + SEGMENT_HEADER_BYTES;
         assert_eq!(segments.read_at(at(1), &mut buf).unwrap(), 8);
         assert_eq!(buf, 1u64.to_le_bytes());
+        assert_eq!(segments.open_files().1, 0);
         assert_eq!(segments.read_at(at(0), &mut buf).unwrap(), 8);
         assert_eq!(buf, 0u64.to_le_bytes());
         assert_eq!(with_files(&segments), [0, 1, 3]);
+        assert_eq!(segments.open_files(), (3, 1));
         // Closed means closed: no descriptor left behind.
         assert_eq!(open_in(dir.path()), (3, 4));
         // Reads through the map need no descriptor.
@@ -1927,7 +1937,7 @@ mod tests {
             for seg in first..first + 20 {
                 write_and_move_on(&segments, seg);
                 // The newest, and the one just opened when it is another.
-                assert!(segments.open_files() <= 2);
+                assert!(segments.open_files().0 <= 2);
             }
             for round in 0..2 {
                 for seg in first..first + 20 {
@@ -1939,7 +1949,7 @@ mod tests {
                         assert_eq!(mapped(&segments, at).unwrap(), seg.to_le_bytes());
                     }
                     segments.sync(seg).unwrap();
-                    assert!(segments.open_files() <= 2);
+                    assert!(segments.open_files().0 <= 2);
                 }
             }
             let (descriptors, maps) = open_in(dir.path());
@@ -1957,12 +1967,12 @@ mod tests {
         for seg in 0..4 {
             write_and_move_on(&segments, seg);
         }
-        assert_eq!(segments.open_files(), 2);
+        assert_eq!(segments.open_files().0, 2);
         for seg in 0..4 {
             segments.retire(seg).unwrap();
         }
         assert_eq!(with_files(&segments), [4]);
-        assert_eq!(segments.open_files(), 1);
+        assert_eq!(segments.open_files().0, 1);
     }
 
     #[test]
