@@ -465,7 +465,7 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                 let s = engine_stats(&mut engine, db)?;
                 let _ = write!(
                     w,
-                    "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\nemberkv_store:{}\r\nemberkv_appendfsync:{}\r\nemberkv_disk_bytes:{}\r\nemberkv_space_amplification:{:.2}\r\n",
+                    "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:{}\r\naof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\nemberkv_store:{}\r\nemberkv_appendfsync:{}\r\nemberkv_disk_bytes:{}\r\nemberkv_space_amplification:{:.2}\r\nemberkv_segment_files_open:{}\r\nemberkv_segment_files_reopened:{}\r\n",
                     Stats::get(&stats.changes),
                     shared.store.last_save(),
                     u8::from(config.appendonly),
@@ -475,6 +475,8 @@ fn info_text(ctx: &Ctx<'_>, sections: &[&str]) -> CmdResult<String> {
                         .unwrap_or_default(),
                     s.disk_bytes,
                     s.space_amplification,
+                    s.open_files,
+                    s.files_reopened,
                 );
             }
             "stats" => {

@@ -178,6 +178,13 @@ fn a_store_of_more_segments_than_the_open_files_limit_serves_a_full_house() {
         assert_eq!(c.frame(), Some(ok()), "SET {key}");
         i += 1;
     }
+    let info = String::from_utf8(as_bytes(&a.q("INFO persistence"))).unwrap();
+    let open: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("emberkv_segment_files_open:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(open <= store_files + 2, "{open} segment files open: {info}");
     for j in 0..i {
         let c = &mut clients[j % (fit - 2)];
         let key = format!("key:{j}");
