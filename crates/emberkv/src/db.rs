@@ -1448,8 +1448,8 @@ impl Db {
     /// the two stores share the linked segments' disk blocks until each
     /// retires its own. Elsewhere every segment is copied, from files
     /// taken while compaction is held off (the store's own, or one opened
-    /// for a segment the store has not: at most one file descriptor per
-    /// segment in all; when they run out, those taken so far are copied
+    /// for a segment whose descriptor the store has not open: about one
+    /// file descriptor per segment in all; when they run out, those taken so far are copied
     /// with compaction held off, and writers go on past the space bound if
     /// need be): a
     /// segment compaction retires meanwhile keeps its disk blocks until

@@ -89,28 +89,27 @@ pub struct Options {
     pub map_cold_reads: bool,
     /// Most segment files whose file descriptor the store keeps open at once (a
     /// map, with [`Options::map_cold_reads`], needs none). Past it, opening one
-    /// more descriptor (a positioned read of a segment whose descriptor is
-    /// closed, recovery replaying the next segment, the log moving on to a new
-    /// one) closes one not used since the last sweep, after CLOCK (Corbató,
-    /// 1968: one reference bit per segment, as an OS page cache's second
-    /// chance); its next use opens it again (an `open`: about 3.3 µs a record
-    /// more when iterating a store of 50 segments with 2 descriptors,
-    /// docs/PERFORMANCE.md). Gets through the maps never need one; iteration,
-    /// [`crate::Db::update`]'s and the like's value reads, backups and, with
-    /// `map_cold_reads(false)`, gets do. Only sealed segments' descriptors
-    /// close (not the segment being written, nor one whose cut is not yet
-    /// durable), so the bound can be passed by those few, and by readers still
-    /// reading through one that closed. `None` (the default): half the
-    /// process's soft `RLIMIT_NOFILE` as it is at open (512 under the common
-    /// 1,024), at least 16; no bound where the limit is infinite. The bound is
-    /// per store: a process that keeps several stores of many segments open
-    /// should set it so that their sum fits beside its other files (two stores
-    /// at the default can together use the whole limit). Until 2026-12-07 every
-    /// segment's descriptor stayed open until compaction retired it, so a store
-    /// of more segments than the limit (256 GiB of 256 MiB segments under 1,024
-    /// descriptors) failed to open, and a server's clients and segments ran out
-    /// of descriptors together. Refused at open ([`Error::InvalidOptions`])
-    /// when 0.
+    /// more descriptor (a positioned read of a segment whose descriptor is closed,
+    /// recovery replaying the next segment, the log moving on to a new one) closes
+    /// one not used since the last sweep, after CLOCK (Corbató, 1968: one reference
+    /// bit per segment, as an OS page cache's second chance); its next use opens it
+    /// again (an `open`: about 3.3 µs a record more when iterating a store of 50
+    /// segments with 2 descriptors, docs/PERFORMANCE.md). Gets through the maps of
+    /// segments already open never need one (a segment's first get opens it);
+    /// iteration, [`crate::Db::update`]'s and the like's value reads, backups and,
+    /// with `map_cold_reads(false)`, gets do. Only sealed segments' descriptors
+    /// close (not the segment being written, nor one whose cut is not yet durable),
+    /// so the bound can be passed by those few, and by readers still reading
+    /// through one that closed. `None` (the default): half the process's soft
+    /// `RLIMIT_NOFILE` as it is at open (512 under the common 1,024), at least 16;
+    /// no bound where the limit is infinite. The bound is per store: a process that
+    /// keeps several stores of many segments open should set it so that their sum
+    /// fits beside its other files (two stores at the default can together use the
+    /// whole limit). Until 2026-12-07 every segment's descriptor stayed open until
+    /// compaction retired it, so a store of more segments than the limit (256 GiB
+    /// of 256 MiB segments under 1,024 descriptors) failed to open, and a server's
+    /// clients and segments ran out of descriptors together. Refused at open
+    /// ([`Error::InvalidOptions`]) when 0.
     pub max_open_files: Option<usize>,
     /// When `true`, a write returns only after an fdatasync that covers it
     /// (writers waiting at the same moment share one fdatasync; when the

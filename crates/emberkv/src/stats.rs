@@ -77,8 +77,10 @@ pub struct Stats {
     pub torn_bytes_cut: u64,
     /// Segment files whose descriptor is open now: at most about
     /// [`crate::Options::max_open_files`], which the segment being
-    /// written and readers still reading through a descriptor that closed
-    /// can pass by a few.
+    /// written, the one just opened and segments whose file holds room
+    /// allocated ahead or whose cut is not yet durable can pass by a few.
+    /// (A reader still reading through a descriptor the bound closed keeps
+    /// it open a moment longer, uncounted.)
     pub open_files: usize,
     /// Segment files' descriptors opened again, after the bound closed
     /// them, since the store was opened: many a second say that

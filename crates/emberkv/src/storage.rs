@@ -1147,8 +1147,10 @@ impl Segments {
     /// with the length of its records and of the file: the store's own
     /// open file (no new descriptor), or, for a segment the store has not
     /// opened or whose descriptor it closed, a read-only file of the
-    /// caller's that the store does not keep (so a backup needs at most one descriptor per segment, store
-    /// and backup together, as the store would with every segment open).
+    /// caller's that the store does not keep (so a backup needs about one
+    /// descriptor per segment, store and backup together, as the store
+    /// would with every segment open; two when the store closes a
+    /// descriptor the backup holds and then opens it again).
     /// A file outlives its names: compaction may retire the segment while
     /// the backup reads it.
     ///

@@ -532,7 +532,7 @@ fn fd_child() -> TestResult {
         "open-many" => {
             // Under a limit of 48 descriptors the store keeps at most 24
             // segments open (`Options::max_open_files`' default), of
-            // the 56 it has and the 56 more it writes here.
+            // the 57 it has and as many more as it writes here.
             let db = Db::open(&dir, small(false).compaction_garbage(None))?;
             let read_all = |keys: u32| -> TestResult {
                 for i in 0..keys {
