@@ -411,6 +411,15 @@ pub fn as_bytes(f: &Frame) -> Vec<u8> {
     }
 }
 
+/// The number `field` of INFO's `section`, asked of `r`.
+pub fn info_number<S: Read + Write>(r: &mut Raw<S>, section: &str, field: &str) -> u64 {
+    let info = String::from_utf8(as_bytes(&r.q(&format!("INFO {section}")))).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no number {field}: {info}"))
+}
+
 /// The elements of an array.
 pub fn as_array(f: &Frame) -> Vec<Frame> {
     match f {

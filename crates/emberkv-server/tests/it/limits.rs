@@ -123,11 +123,7 @@ fn a_tight_open_files_limit_still_starts_the_server() {
 
 /// `maxclients` from INFO.
 fn maxclients(r: &mut Raw<std::net::TcpStream>) -> usize {
-    let info = String::from_utf8(as_bytes(&r.q("INFO clients"))).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("maxclients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("INFO clients has maxclients")
+    info_number(r, "clients", "maxclients") as usize
 }
 
 /// The store's segment files and a full house of clients share the open
@@ -178,13 +174,8 @@ fn a_store_of_more_segments_than_the_open_files_limit_serves_a_full_house() {
         assert_eq!(c.frame(), Some(ok()), "SET {key}");
         i += 1;
     }
-    let info = String::from_utf8(as_bytes(&a.q("INFO persistence"))).unwrap();
-    let open: usize = info
-        .lines()
-        .find_map(|l| l.strip_prefix("emberkv_segment_files_open:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{info}"));
-    assert!(open <= store_files + 2, "{open} segment files open: {info}");
+    let open = info_number(&mut a, "persistence", "emberkv_segment_files_open") as usize;
+    assert!(open <= store_files + 2, "{open} segment files open");
     for j in 0..i {
         let c = &mut clients[j % (fit - 2)];
         let key = format!("key:{j}");
