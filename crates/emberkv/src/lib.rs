@@ -67,6 +67,7 @@ mod clock;
 mod compaction;
 mod compression;
 mod db;
+mod descriptors;
 mod dictionary;
 mod error;
 mod expiry;

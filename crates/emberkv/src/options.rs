@@ -100,12 +100,14 @@ pub struct Options {
     /// with `map_cold_reads(false)`, gets do. Only sealed segments' descriptors
     /// close (not the segment being written, nor one whose cut is not yet durable),
     /// so the bound can be passed by those few, and by readers still reading
-    /// through one that closed. `None` (the default): half the process's soft
-    /// `RLIMIT_NOFILE` as it is at open (512 under the common 1,024), at least 16;
-    /// no bound where the limit is infinite. The bound is per store: a process that
-    /// keeps several stores of many segments open should set it so that their sum
-    /// fits beside its other files (two stores at the default can together use the
-    /// whole limit). Until 2026-12-07 every segment's descriptor stayed open until
+    /// through one that closed. `None` (the default): the store shares one bound
+    /// with the process's other stores at the default, half the process's soft
+    /// `RLIMIT_NOFILE` as it was when the last of them opened (512 under the common
+    /// 1,024), at least 16, no bound where the limit is infinite; a store that opens
+    /// a descriptor past it closes the other stores' unused ones first, then its
+    /// own. `Some(n)`: a bound of the store's own, outside the shared one (a process
+    /// that also opens many files of its own can give its stores that way a share
+    /// it chooses). Until 2026-12-07 every segment's descriptor stayed open until
     /// compaction retired it, so a store of more segments than the limit (256 GiB
     /// of 256 MiB segments under 1,024 descriptors) failed to open, and a server's
     /// clients and segments ran out of descriptors together. Refused at open
@@ -338,8 +340,9 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::max_open_files`] to `files` (default: half the
-    /// soft `RLIMIT_NOFILE` at open, at least 16).
+    /// Sets [`Options::max_open_files`] to `files`: a bound of the store's
+    /// own (default: a bound shared with the process's other stores, half
+    /// the soft `RLIMIT_NOFILE`, at least 16).
     #[must_use]
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = Some(files);

@@ -75,8 +75,9 @@ pub struct Stats {
     /// ([`crate::Options::read_only`]) counts the bytes it read past and
     /// left in the file (the next writable open cuts them).
     pub torn_bytes_cut: u64,
-    /// Segment files whose descriptor is open now: at most about
-    /// [`crate::Options::max_open_files`], which the segment being
+    /// Segment files whose descriptor is open now: at most about the
+    /// store's bound ([`crate::Options::max_open_files`]; by default one
+    /// the process's stores share, so one store may hold all of it), which the segment being
     /// written, the one just opened and segments whose file holds room
     /// allocated ahead or whose cut is not yet durable can pass by a few.
     /// (A reader still reading through a descriptor the bound closed keeps

@@ -85,6 +85,7 @@ use std::sync::Arc;
 
 use memmap2::{Advice, Mmap, MmapOptions};
 
+use crate::descriptors::{self, Bound};
 use crate::error::{Error, Result};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{ArcSwap, Mutex};
@@ -191,8 +192,8 @@ pub(crate) fn write_mark_to(file: &File, seg: u64, len: u64, slot: usize) -> io:
 /// One open segment: its file's descriptor while that is open, its map.
 pub(crate) struct Segment {
     /// The file, while its descriptor is open: taken (closed) by the sweep
-    /// that keeps the store within its bound on descriptors
-    /// ([`Segments::close_past_bound`]), and opened again by the next use
+    /// that keeps the store (or the process's pool) within its bound on descriptors
+    /// ([`OpenSegments::sweep`]), and opened again by the next use
     /// ([`Segments::file_of`]). Reads through the map need none.
     file: Mutex<Option<Arc<File>>>,
     /// A read-only map of the segment's whole address range, if one could
@@ -332,25 +333,124 @@ impl SegmentFile {
 /// The open segments, by segment number.
 type Table = BTreeMap<u64, Arc<Segment>>;
 
+/// A store's open segments and the count of their open descriptors: what
+/// a sweep of the descriptor bound works on (`crate::descriptors`), held
+/// by the store and, weakly, by the process's pool when the store shares
+/// its bound.
+pub(crate) struct OpenSegments {
+    /// Read without a lock by gets; replaced whole, under
+    /// [`Segments::opening`], when a segment is opened, created or retired.
+    table: ArcSwap<Table>,
+    /// Segments whose descriptor is open (slots holding a file).
+    files: AtomicUsize,
+    /// The sweep's hand: the segment number it looks at next. Taken before
+    /// any segment's file slot, never while one is held.
+    hand: Mutex<u64>,
+    bound: Bound,
+}
+
+impl OpenSegments {
+    /// No segments yet, held to `bound` (and joined to the process's pool
+    /// when it is [`Bound::Shared`]).
+    fn new(bound: Bound) -> Arc<OpenSegments> {
+        let open = Arc::new(OpenSegments {
+            table: ArcSwap::from_pointee(Table::new()),
+            files: AtomicUsize::new(0),
+            hand: Mutex::new(0),
+            bound,
+        });
+        if bound == Bound::Shared {
+            descriptors::join(&open);
+        }
+        open
+    }
+
+    /// Counts a descriptor opened.
+    fn opened(&self) {
+        self.files.fetch_add(1, Ordering::Relaxed);
+        if self.bound == Bound::Shared {
+            descriptors::opened(1);
+        }
+    }
+
+    /// Counts a descriptor closed.
+    fn closed(&self) {
+        self.files.fetch_sub(1, Ordering::Relaxed);
+        if self.bound == Bound::Shared {
+            descriptors::closed(1);
+        }
+    }
+
+    /// Whether more descriptors are open than the bound allows (this
+    /// store's, or the pool's).
+    fn over(&self) -> bool {
+        match self.bound {
+            Bound::Own(most) => self.files.load(Ordering::Relaxed) > most,
+            Bound::Shared => descriptors::over(),
+        }
+    }
+
+    /// Closes descriptors of these segments while [`OpenSegments::over`],
+    /// by CLOCK (Corbató, 1968): the hand goes round the open segments in
+    /// number order, clearing the reference bit of those whose descriptor
+    /// was used since it last passed, and closing the first it finds
+    /// unused; it passes over `opened` (just opened for its caller), the
+    /// newest segment (the one written) and segments not
+    /// [`Segment::closable`]. The segments stay in the table with their
+    /// maps: gets read through those without a descriptor. Two turns at
+    /// most: when every descriptor it may close was used in between, or
+    /// none may be closed, more stay open until the next sweep. A reader
+    /// that took a file before its close keeps the descriptor until it is
+    /// done.
+    pub(crate) fn sweep(&self, opened: Option<u64>) {
+        if !self.over() {
+            return;
+        }
+        let mut hand = self.hand.lock();
+        let table = self.table.load();
+        let Some(&newest) = table.keys().next_back() else {
+            return;
+        };
+        let mut steps = 2 * table.len();
+        while self.over() && steps > 0 {
+            steps -= 1;
+            let Some((&seg, segment)) = table.range(*hand..).next().or_else(|| table.iter().next())
+            else {
+                break;
+            };
+            *hand = seg + 1;
+            if Some(seg) == opened || seg == newest || !segment.closable() {
+                continue;
+            }
+            let mut slot = segment.file.lock();
+            if slot.is_none() || segment.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let closed = slot.take();
+            drop(slot);
+            self.closed();
+            drop(closed);
+        }
+    }
+}
+
+impl Drop for OpenSegments {
+    fn drop(&mut self) {
+        if self.bound == Bound::Shared {
+            descriptors::closed(self.files.load(Ordering::Relaxed));
+        }
+    }
+}
+
 /// The segment files of one store.
 pub(crate) struct Segments {
     dir: PathBuf,
     segment_bits: u32,
     store_id: u64,
-    /// Read without a lock by gets; replaced whole, under `opening`, when
-    /// a segment is opened, created or retired.
-    open: ArcSwap<Table>,
+    open: Arc<OpenSegments>,
     opening: Mutex<()>,
-    /// Most descriptors of segment files kept open (see
-    /// [`Segments::max_open`]).
-    max_open: usize,
-    /// Segments whose descriptor is open (slots holding a file).
-    open_files: AtomicUsize,
     /// Descriptors opened again after the sweep closed them.
     reopened: AtomicU64,
-    /// The sweep's hand: the segment number it looks at next. Taken before
-    /// any segment's file slot, never while one is held.
-    hand: Mutex<u64>,
     /// Whether files are opened for reading only ([`Segments::read_only`]).
     read_only: bool,
     /// Whether segments are mapped for [`Segments::with_mapped`].
@@ -390,12 +490,9 @@ impl Segments {
             dir: dir.to_path_buf(),
             segment_bits,
             store_id,
-            open: ArcSwap::from_pointee(Table::new()),
+            open: OpenSegments::new(Bound::Shared),
             opening: Mutex::new(()),
-            max_open: default_max_open(),
-            open_files: AtomicUsize::new(0),
             reopened: AtomicU64::new(0),
-            hand: Mutex::new(0),
             read_only: false,
             map_reads: false,
             allocate_ahead: 0,
@@ -422,12 +519,14 @@ impl Segments {
     }
 
     /// These segments, keeping at most about `max_open` descriptors of
-    /// their files open (at least 1; see `Options::max_open_files`): past
-    /// it, opening one more closes one not used since the sweep last
-    /// passed it ([`Segments::close_past_bound`]).
+    /// their files open (at least 1; see `Options::max_open_files`), by a
+    /// bound of their own instead of the process's shared one: past it,
+    /// opening one more closes one not used since the sweep last passed
+    /// it ([`OpenSegments::sweep`]). Called before any segment is opened.
     pub(crate) fn max_open(self, max_open: usize) -> Segments {
+        debug_assert!(self.open.table.load().is_empty());
         Segments {
-            max_open: max_open.max(1),
+            open: OpenSegments::new(Bound::Own(max_open.max(1))),
             ..self
         }
     }
@@ -531,11 +630,11 @@ impl Segments {
 
     /// Opens an existing segment file for reading and writing.
     pub(crate) fn open(&self, seg: u64) -> Result<Arc<Segment>> {
-        if let Some(s) = self.open.load().get(&seg) {
+        if let Some(s) = self.open.table.load().get(&seg) {
             return Ok(Arc::clone(s));
         }
         let _opening = self.opening.lock();
-        if let Some(s) = self.open.load().get(&seg) {
+        if let Some(s) = self.open.table.load().get(&seg) {
             return Ok(Arc::clone(s));
         }
         let file = OpenOptions::new()
@@ -559,7 +658,7 @@ impl Segments {
         let _opening = self.opening.lock();
         if let Some(prev) = seg
             .checked_sub(1)
-            .and_then(|p| self.open.load().get(&p).cloned())
+            .and_then(|p| self.open.table.load().get(&p).cloned())
         {
             if prev_len < SEGMENT_HEADER_BYTES {
                 return Err(Error::corruption(
@@ -613,10 +712,10 @@ impl Segments {
     fn publish(&self, seg: u64, file: File) -> Result<Arc<Segment>> {
         let map_bytes = self.map_reads.then(|| self.segment_size());
         let segment = Arc::new(Segment::new(file, map_bytes)?);
-        let mut table = Table::clone(&self.open.load());
+        let mut table = Table::clone(&self.open.table.load());
         table.insert(seg, Arc::clone(&segment));
-        self.open.store(Arc::new(table));
-        self.open_files.fetch_add(1, Ordering::Relaxed);
+        self.open.table.store(Arc::new(table));
+        self.open.opened();
         self.close_past_bound(seg);
         Ok(segment)
     }
@@ -641,53 +740,26 @@ impl Segments {
         );
         *slot = Some(Arc::clone(&file));
         drop(slot);
-        self.open_files.fetch_add(1, Ordering::Relaxed);
+        self.open.opened();
         self.reopened.fetch_add(1, Ordering::Relaxed);
         self.close_past_bound(seg);
         Ok(file)
     }
 
-    /// Closes segments' descriptors until at most `max_open` are open, by
-    /// CLOCK (Corbató, 1968): the hand goes round the open segments in
-    /// number order, clearing the reference bit of those whose descriptor
-    /// was used since it last passed, and closing the first it finds
-    /// unused; it passes over `opened` (just opened for its caller), the
-    /// newest segment (the one written) and segments not
-    /// [`Segment::closable`]. The segments stay in the table with their
-    /// maps: gets read through those without a descriptor. Two turns at
-    /// most: when every descriptor it may close was used in between, or
-    /// none may be closed, more stay open until the next open. A reader
-    /// that took a file before its close keeps the descriptor until it is
-    /// done.
+    /// Closes descriptors past the bound after `opened` was opened. Under
+    /// the process's shared bound, the other sharing stores are swept
+    /// first ([`descriptors::sweep_others`]): a store read only through its
+    /// maps opens no descriptor, so it would otherwise keep what it holds,
+    /// and the store that opens them would take its own back at each open.
+    /// Then this store's own, sparing `opened`.
     fn close_past_bound(&self, opened: u64) {
-        if self.open_files.load(Ordering::Relaxed) <= self.max_open {
+        if !self.open.over() {
             return;
         }
-        let mut hand = self.hand.lock();
-        let table = self.open.load();
-        let Some(&newest) = table.keys().next_back() else {
-            return;
-        };
-        let mut steps = 2 * table.len();
-        while self.open_files.load(Ordering::Relaxed) > self.max_open && steps > 0 {
-            steps -= 1;
-            let Some((&seg, segment)) = table.range(*hand..).next().or_else(|| table.iter().next())
-            else {
-                break;
-            };
-            *hand = seg + 1;
-            if seg == opened || seg == newest || !segment.closable() {
-                continue;
-            }
-            let mut slot = segment.file.lock();
-            if slot.is_none() || segment.referenced.swap(false, Ordering::Relaxed) {
-                continue;
-            }
-            let closed = slot.take();
-            drop(slot);
-            self.open_files.fetch_sub(1, Ordering::Relaxed);
-            drop(closed);
+        if self.open.bound == Bound::Shared {
+            descriptors::sweep_others(&self.open);
         }
+        self.open.sweep(Some(opened));
     }
 
     /// Opens segment `seg`, creating it with `prev_len()` as the previous
@@ -810,7 +882,7 @@ impl Segments {
     /// (retired by compaction) or is not mapped: the caller then reads with
     /// [`Segments::read_at`], which reports why.
     pub(crate) fn with_mapped<T>(&self, addr: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        let table = self.open.load();
+        let table = self.open.table.load();
         if let Some(bytes) = self.mapped_in(&table, addr) {
             return Some(f(bytes));
         }
@@ -858,7 +930,7 @@ impl Segments {
     /// hint: addresses that cannot be read through a map (past the bytes
     /// written, in no open segment) are skipped.
     pub(crate) fn touch_mapped(&self, addrs: impl IntoIterator<Item = u64>) {
-        let table = self.open.load();
+        let table = self.open.table.load();
         let mut touched = 0u8;
         for addr in addrs {
             if let Some(&byte) = self.mapped_in(&table, addr).and_then(<[u8]>::first) {
@@ -873,7 +945,7 @@ impl Segments {
     /// open.
     pub(crate) fn trim(&self, seg: u64) -> Result<()> {
         let _opening = self.opening.lock();
-        match self.open.load().get(&seg) {
+        match self.open.table.load().get(&seg) {
             Some(segment) => {
                 let file = self.file_of(seg, segment)?;
                 cut(
@@ -891,7 +963,7 @@ impl Segments {
     /// opened again since these segments were opened.
     pub(crate) fn open_files(&self) -> (usize, u64) {
         (
-            self.open_files.load(Ordering::Relaxed),
+            self.open.files.load(Ordering::Relaxed),
             self.reopened.load(Ordering::Relaxed),
         )
     }
@@ -909,6 +981,7 @@ impl Segments {
     /// created). 0 for segments opened only to be read.
     pub(crate) fn allocated_ahead(&self) -> u64 {
         self.open
+            .table
             .load()
             .values()
             .map(|s| {
@@ -968,7 +1041,7 @@ impl Segments {
         if self.zeros_ahead == 0 {
             return false;
         }
-        let table = self.open.load();
+        let table = self.open.table.load();
         // Only into the newest segment: creating a successor cut this one
         // to its records for good.
         if table.range(seg + 1..).next().is_some() {
@@ -1058,7 +1131,7 @@ impl Segments {
         if to <= from {
             return Ok(());
         }
-        let Some(segment) = self.open.load().get(&seg).cloned() else {
+        let Some(segment) = self.open.table.load().get(&seg).cloned() else {
             return Ok(());
         };
         // A descriptor the sweep closed is that of a segment made durable
@@ -1158,7 +1231,7 @@ impl Segments {
     /// I/O errors of the open or `fstat` (`EMFILE` when out of
     /// descriptors).
     pub(crate) fn file_for_backup(&self, seg: u64) -> io::Result<(SegmentFile, u64, u64)> {
-        if let Some(s) = self.open.load().get(&seg) {
+        if let Some(s) = self.open.table.load().get(&seg) {
             let written = s.written.load(Ordering::Acquire);
             // Its descriptor if open; else one of the caller's (below),
             // which the store does not count or keep.
@@ -1188,7 +1261,7 @@ impl Segments {
     /// shared and untouched.
     pub(crate) fn unshare(&self, seg: u64) -> Result<bool> {
         use std::os::unix::fs::MetadataExt;
-        debug_assert!(!self.open.load().contains_key(&seg));
+        debug_assert!(!self.open.table.load().contains_key(&seg));
         let path = self.path(seg);
         if fs::metadata(&path)?.nlink() <= 1 {
             return Ok(false);
@@ -1216,9 +1289,9 @@ impl Segments {
         // and keep its descriptor, its map and its deleted blocks until
         // the store closes.
         let _opening = self.opening.lock();
-        let mut table = Table::clone(&self.open.load());
+        let mut table = Table::clone(&self.open.table.load());
         let segment = table.remove(&seg);
-        self.open.store(Arc::new(table));
+        self.open.table.store(Arc::new(table));
         match std::fs::remove_file(self.path(seg)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -1229,7 +1302,7 @@ impl Segments {
             // older table cannot count it closed a second time.
             let file = segment.file.lock().take();
             if file.is_some() {
-                self.open_files.fetch_sub(1, Ordering::Relaxed);
+                self.open.closed();
             }
             close_in_background((segment, file));
         }
@@ -1245,19 +1318,6 @@ impl Segments {
         let file = self.file_of(seg, &segment)?;
         let _opening = self.opening.lock();
         cut(&segment, &file, addr - self.segment_start(seg), false)
-    }
-}
-
-/// Most segments a store keeps open when its options set no bound: half
-/// the process's soft `RLIMIT_NOFILE` (the rest for the program's own
-/// files, sockets and other stores), at least 16; no bound where the limit
-/// is infinite or cannot be read.
-pub(crate) fn default_max_open() -> usize {
-    match rlimit::getrlimit(rlimit::Resource::NOFILE) {
-        Ok((soft, _)) if soft != rlimit::INFINITY => {
-            usize::try_from(soft / 2).map_or(usize::MAX, |half| half.max(16))
-        }
-        _ => usize::MAX,
     }
 }
 
@@ -1876,12 +1936,12 @@ mod tests {
     }
 
     fn open_segments(segments: &Segments) -> Vec<u64> {
-        segments.open.load().keys().copied().collect()
+        segments.open.table.load().keys().copied().collect()
     }
 
     /// Segments whose descriptor is open.
     fn with_files(segments: &Segments) -> Vec<u64> {
-        let table = segments.open.load();
+        let table = segments.open.table.load();
         table
             .iter()
             .filter(|(_, s)| s.file.lock().is_some())

@@ -571,6 +571,53 @@ fn fd_child() -> TestResult {
                 more - keys
             );
         }
+        "two-stores" => {
+            // Two stores of 57 segments each, the process's bound of 24
+            // descriptors shared between them.
+            let opts = small(false).compaction_garbage(None);
+            let stores = [
+                Db::open(dir.join("a"), opts.clone())?,
+                Db::open(dir.join("b"), opts.clone())?,
+            ];
+            let mut keys = [0, 0];
+            for (db, keys) in stores.iter().zip(&mut keys) {
+                *keys = (0..)
+                    .find(|&i| !matches!(db.contains_key(&key(i)), Ok(true)))
+                    .unwrap_or(0);
+            }
+            let read_all = |db: &Db, keys: u32| -> TestResult {
+                for i in 0..keys {
+                    assert_eq!(db.get(&key(i))?, Some(big_value(i)), "key {i}");
+                }
+                Ok(())
+            };
+            for (db, &keys) in stores.iter().zip(&keys) {
+                read_all(db, keys)?;
+            }
+            // Both grow, by turns, then are read back by turns.
+            for _ in 0..keys[0] {
+                for (db, keys) in stores.iter().zip(&mut keys) {
+                    db.insert(&key(*keys), &big_value(*keys))?;
+                    *keys += 1;
+                }
+            }
+            for (db, &keys) in stores.iter().zip(&keys).chain(stores.iter().zip(&keys)) {
+                read_all(db, keys)?;
+            }
+            // The newest segment and the one opened last, in each store,
+            // may pass the bound.
+            let open = stores[0].stats()?.open_files + stores[1].stats()?.open_files;
+            assert!(open <= FD_LIMIT as usize / 2 + 4, "{open} segments open");
+            for db in stores {
+                db.close()?;
+            }
+            for (name, keys) in ["a", "b"].into_iter().zip(keys) {
+                let db = Db::open(dir.join(name), opts.clone())?;
+                read_all(&db, keys)?;
+                db.close()?;
+            }
+            eprintln!("{} and {} keys read back", keys[0], keys[1]);
+        }
         "write" => {
             let db = Db::open(&dir, small(true).compaction_garbage(None))?;
             let held = take_every_fd();
@@ -627,6 +674,32 @@ fn a_store_with_more_segments_than_file_descriptors_opens_reads_and_grows() -> T
     db.close()?;
     let report = emberkv::check(dir.path())?;
     assert!(report.is_sound(), "{report}");
+    Ok(())
+}
+
+/// Two stores of more segments than the process may open files, both at
+/// the default bound, which they share: both open, read every key, grow by
+/// turns and read back, holding at most half the limit between them.
+/// Until 2026-12-07 each store's default bound was half the limit of its
+/// own, and the second store's reads failed with `EMFILE`.
+#[test]
+fn two_stores_at_the_default_bound_share_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let opts = small(false).compaction_garbage(None);
+    for name in ["a", "b"] {
+        let db = Db::open(dir.path().join(name), opts.clone())?;
+        let mut keys = 0;
+        while segment_files(&dir.path().join(name))?.len() <= FD_LIMIT as usize + 8 {
+            db.insert(&key(keys), &big_value(keys))?;
+            keys += 1;
+        }
+        db.close()?;
+    }
+    eprintln!("{}", run_fd_child("two-stores", dir.path())?);
+    for name in ["a", "b"] {
+        let report = emberkv::check(dir.path().join(name))?;
+        assert!(report.is_sound(), "{report}");
+    }
     Ok(())
 }
 
