@@ -594,6 +594,15 @@ fn fd_child() -> TestResult {
             for (db, &keys) in stores.iter().zip(&keys) {
                 read_all(db, keys)?;
             }
+            // The second store's reads took the first store's descriptors,
+            // all but its newest segment's, rather than its own back.
+            let (first, second) = (stores[0].stats()?, stores[1].stats()?);
+            assert!(
+                first.open_files <= 2 && second.open_files >= FD_LIMIT as usize / 2 - 2,
+                "{} and {} segments open",
+                first.open_files,
+                second.open_files
+            );
             // Both grow, by turns, then are read back by turns.
             for _ in 0..keys[0] {
                 for (db, keys) in stores.iter().zip(&mut keys) {
