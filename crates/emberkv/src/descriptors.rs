@@ -8,10 +8,11 @@
 //! ([`Bound::Own`]). The others share one ([`Bound::Shared`]): half the
 //! process's soft `RLIMIT_NOFILE` as it was when the last of them opened,
 //! at least 16, over all their descriptors together. A store that opens a
-//! descriptor past the shared bound sweeps its own segments first, then
-//! the other stores' ([`sweep_others`]), so that a store read only
+//! descriptor past the shared bound sweeps the other stores' segments
+//! first ([`sweep_others`]), then its own, so that a store read only
 //! through its maps, which never opens a descriptor, still gives back the
-//! ones it holds. Until 2026-12-07 the default bound was half the limit
+//! ones it holds, and the store that needs descriptors does not take back
+//! its own at each open while another store keeps the rest. Until 2026-12-07 the default bound was half the limit
 //! for each store, so two stores at the default could together exhaust it.
 //!
 //! The pool's registry is a leaf lock (the standard library's, never held
@@ -91,9 +92,12 @@ pub(crate) fn over() -> bool {
     POOL.files.load(Ordering::Relaxed) > POOL.most.load(Ordering::Relaxed)
 }
 
-/// Sweeps the sharing stores other than `me`, one after another from
-/// where the last such sweep stopped, until the pool is within its bound
-/// or each was swept once. Called with none of `me`'s locks held.
+/// Sweeps the sharing stores other than `me`, one after another (each
+/// such sweep starting one store further round), until the pool is within
+/// its bound or each was swept once. It takes each store's sweep hand and
+/// file slots in turn, one store at a time, and never a store's lock for
+/// opening segments, which its caller may hold for `me`; the hand and
+/// slots of `me` it leaves alone.
 pub(crate) fn sweep_others(me: &OpenSegments) {
     let (others, start) = {
         let members = POOL.members.lock().unwrap_or_else(PoisonError::into_inner);
