@@ -75,7 +75,7 @@
 //! figures above are for one record, mostly rewriting the block the one
 //! before wrote).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -343,10 +343,27 @@ pub(crate) struct OpenSegments {
     table: ArcSwap<Table>,
     /// Segments whose descriptor is open (slots holding a file).
     files: AtomicUsize,
-    /// The sweep's hand: the segment number it looks at next. Taken before
-    /// any segment's file slot, never while one is held.
-    hand: Mutex<u64>,
+    /// The sweep's clock. Taken before any segment's file slot, never
+    /// while one is held.
+    clock: Mutex<Clock>,
     bound: Bound,
+}
+
+/// What the sweep goes round: the segments whose descriptor may be open,
+/// so that a sweep costs steps in the descriptors open, not in the
+/// segments (an attack helper measured a reopen in a store beside ten idle
+/// ones of 100 segments each at 35 µs when each sweep walked every
+/// segment of the idle stores, against 6 µs with the idle stores out of
+/// the pool).
+#[derive(Default)]
+struct Clock {
+    /// The segment number the hand looks at next.
+    hand: u64,
+    /// Segments given a descriptor since the sweep last found theirs
+    /// closed: every segment whose slot holds a file, and for a moment
+    /// segments whose file was just taken (a sweep or a retirement takes
+    /// the file first; the sweep drops such entries as it meets them).
+    with_files: BTreeSet<u64>,
 }
 
 impl OpenSegments {
@@ -356,7 +373,7 @@ impl OpenSegments {
         let open = Arc::new(OpenSegments {
             table: ArcSwap::from_pointee(Table::new()),
             files: AtomicUsize::new(0),
-            hand: Mutex::new(0),
+            clock: Mutex::new(Clock::default()),
             bound,
         });
         if bound == Bound::Shared {
@@ -365,8 +382,10 @@ impl OpenSegments {
         open
     }
 
-    /// Counts a descriptor opened.
-    fn opened(&self) {
+    /// Counts a descriptor opened for segment `seg`, and puts the segment
+    /// in the sweep's round. Called with no file slot held.
+    fn opened(&self, seg: u64) {
+        self.clock.lock().with_files.insert(seg);
         self.files.fetch_add(1, Ordering::Relaxed);
         if self.bound == Bound::Shared {
             descriptors::opened(1);
@@ -390,11 +409,17 @@ impl OpenSegments {
         }
     }
 
+    /// Takes segment `seg` out of the sweep's round (it was retired).
+    /// Called with no file slot held.
+    fn forget(&self, seg: u64) {
+        self.clock.lock().with_files.remove(&seg);
+    }
+
     /// Closes descriptors of these segments while [`OpenSegments::over`],
-    /// by CLOCK (Corbató, 1968): the hand goes round the open segments in
-    /// number order, clearing the reference bit of those whose descriptor
-    /// was used since it last passed, and closing the first it finds
-    /// unused; it passes over `opened` (just opened for its caller), the
+    /// by CLOCK (Corbató, 1968): the hand goes round the segments with a
+    /// descriptor ([`Clock::with_files`]) in number order, clearing the
+    /// reference bit of those whose descriptor was used since it last
+    /// passed, and closing the first it finds unused; it passes over `opened` (just opened for its caller), the
     /// newest segment (the one written) and segments not
     /// [`Segment::closable`]. The segments stay in the table with their
     /// maps: gets read through those without a descriptor. Two turns at
@@ -406,28 +431,41 @@ impl OpenSegments {
         if !self.over() {
             return;
         }
-        let mut hand = self.hand.lock();
+        let mut clock = self.clock.lock();
+        let clock = &mut *clock;
         let table = self.table.load();
         let Some(&newest) = table.keys().next_back() else {
             return;
         };
-        let mut steps = 2 * table.len();
+        let mut steps = 2 * clock.with_files.len();
         while self.over() && steps > 0 {
             steps -= 1;
-            let Some((&seg, segment)) = table.range(*hand..).next().or_else(|| table.iter().next())
+            let Some(&seg) = (clock.with_files.range(clock.hand..).next())
+                .or_else(|| clock.with_files.iter().next())
             else {
                 break;
             };
-            *hand = seg + 1;
+            clock.hand = seg + 1;
+            let Some(segment) = table.get(&seg) else {
+                // Being retired (out of the table, not yet forgotten): its
+                // retirement takes it out of the round.
+                continue;
+            };
             if Some(seg) == opened || seg == newest || !segment.closable() {
                 continue;
             }
             let mut slot = segment.file.lock();
-            if slot.is_none() || segment.referenced.swap(false, Ordering::Relaxed) {
+            if slot.is_none() {
+                drop(slot);
+                clock.with_files.remove(&seg);
+                continue;
+            }
+            if segment.referenced.swap(false, Ordering::Relaxed) {
                 continue;
             }
             let closed = slot.take();
             drop(slot);
+            clock.with_files.remove(&seg);
             self.closed();
             drop(closed);
         }
@@ -715,7 +753,7 @@ impl Segments {
         let mut table = Table::clone(&self.open.table.load());
         table.insert(seg, Arc::clone(&segment));
         self.open.table.store(Arc::new(table));
-        self.open.opened();
+        self.open.opened(seg);
         self.close_past_bound(seg);
         Ok(segment)
     }
@@ -740,7 +778,7 @@ impl Segments {
         );
         *slot = Some(Arc::clone(&file));
         drop(slot);
-        self.open.opened();
+        self.open.opened(seg);
         self.reopened.fetch_add(1, Ordering::Relaxed);
         self.close_past_bound(seg);
         Ok(file)
@@ -1304,6 +1342,7 @@ impl Segments {
             if file.is_some() {
                 self.open.closed();
             }
+            self.open.forget(seg);
             close_in_background((segment, file));
         }
         Ok(())
@@ -1939,6 +1978,12 @@ mod tests {
         segments.open.table.load().keys().copied().collect()
     }
 
+    /// The segments the sweep goes round.
+    fn in_round(segments: &Segments) -> Vec<u64> {
+        let clock = segments.open.clock.lock();
+        clock.with_files.iter().copied().collect()
+    }
+
     /// Segments whose descriptor is open.
     fn with_files(segments: &Segments) -> Vec<u64> {
         let table = segments.open.table.load();
@@ -2012,6 +2057,9 @@ mod tests {
                     }
                     segments.sync(seg).unwrap();
                     assert!(segments.open_files().0 <= 2);
+                    // The sweep goes round these 2 at most, not the 21
+                    // segments.
+                    assert_eq!(in_round(&segments), with_files(&segments));
                 }
             }
             let (descriptors, maps) = open_in(dir.path());
@@ -2034,6 +2082,7 @@ mod tests {
             segments.retire(seg).unwrap();
         }
         assert_eq!(with_files(&segments), [4]);
+        assert_eq!(in_round(&segments), [4]);
         assert_eq!(segments.open_files().0, 1);
     }
 
