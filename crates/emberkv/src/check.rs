@@ -111,7 +111,10 @@ impl fmt::Display for CheckReport {
 /// elsewhere; errors reading the meta file or the compression dictionary
 /// ([`Error::Corruption`](crate::Error::Corruption),
 /// [`Error::IncompatibleFormat`](crate::Error::IncompatibleFormat));
-/// [`Error::Io`](crate::Error::Io).
+/// [`Error::Io`](crate::Error::Io), among them `EMFILE` when the process
+/// runs out of file descriptors while it checks (a reread record's error
+/// that is not about the process's resources, such as `EIO`, is listed as
+/// a problem instead).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
     let _lock = meta::lock_shared(dir)?;
@@ -165,6 +168,9 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
                 Ok((_, true)) => report
                     .problems
                     .push(format!("index entry at {addr} points at a tombstone")),
+                // Out of descriptors or disk quota is the check's trouble,
+                // not the store's.
+                Err(e) if e.is_exhaustion() => return Err(e),
                 Err(e) => report.problems.push(e.to_string()),
             }
         }
