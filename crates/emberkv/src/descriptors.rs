@@ -12,8 +12,11 @@
 //! first ([`sweep_others`]), then its own, so that a store read only
 //! through its maps, which never opens a descriptor, still gives back the
 //! ones it holds, and the store that needs descriptors does not take back
-//! its own at each open while another store keeps the rest. Until 2026-12-07 the default bound was half the limit
-//! for each store, so two stores at the default could together exhaust it.
+//! its own at each open while another store keeps the rest. Until
+//! 2026-12-07 the default bound was half the limit for each store, so two
+//! stores at the default could together exhaust it. A sweep goes round
+//! only the segments that hold a descriptor, so its cost follows the
+//! descriptors open, not the segments.
 //!
 //! The pool's registry is a leaf lock (the standard library's, never held
 //! while a store's lock is taken): a sweep of the other stores takes them

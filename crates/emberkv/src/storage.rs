@@ -192,8 +192,8 @@ pub(crate) fn write_mark_to(file: &File, seg: u64, len: u64, slot: usize) -> io:
 /// One open segment: its file's descriptor while that is open, its map.
 pub(crate) struct Segment {
     /// The file, while its descriptor is open: taken (closed) by the sweep
-    /// that keeps the store (or the process's pool) within its bound on descriptors
-    /// ([`OpenSegments::sweep`]), and opened again by the next use
+    /// that keeps the store (or the process's pool) within its bound on
+    /// descriptors ([`OpenSegments::sweep`]), and opened again by the next use
     /// ([`Segments::file_of`]). Reads through the map need none.
     file: Mutex<Option<Arc<File>>>,
     /// A read-only map of the segment's whole address range, if one could
@@ -419,9 +419,9 @@ impl OpenSegments {
     /// by CLOCK (Corbató, 1968): the hand goes round the segments with a
     /// descriptor ([`Clock::with_files`]) in number order, clearing the
     /// reference bit of those whose descriptor was used since it last
-    /// passed, and closing the first it finds unused; it passes over `opened` (just opened for its caller), the
-    /// newest segment (the one written) and segments not
-    /// [`Segment::closable`]. The segments stay in the table with their
+    /// passed, and closing the first it finds unused; it passes over
+    /// `opened` (just opened for its caller), the newest segment (the one
+    /// written) and segments not [`Segment::closable`]. The segments stay in the table with their
     /// maps: gets read through those without a descriptor. Two turns at
     /// most: when every descriptor it may close was used in between, or
     /// none may be closed, more stay open until the next sweep. A reader
