@@ -111,8 +111,9 @@ impl fmt::Display for CheckReport {
 /// elsewhere; errors reading the meta file or the compression dictionary
 /// ([`Error::Corruption`](crate::Error::Corruption),
 /// [`Error::IncompatibleFormat`](crate::Error::IncompatibleFormat));
-/// [`Error::Io`](crate::Error::Io), among them `EMFILE` when the process
-/// runs out of file descriptors while it checks (a reread record's error
+/// [`Error::Io`](crate::Error::Io), among them an index checkpoint that is
+/// there but cannot be read, and `EMFILE` when the process runs out of
+/// file descriptors while it checks (a reread record's error
 /// that is not about the process's resources, such as `EIO`, is listed as
 /// a problem instead).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
@@ -132,7 +133,7 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
         storage.segment_size(),
     );
     // The log must reach what a sound checkpoint records as durable.
-    let claimed = checkpoint::claimed(dir, meta.store_id);
+    let claimed = checkpoint::claimed(dir, meta.store_id)?;
     recovery::replay(
         &storage,
         &retired,

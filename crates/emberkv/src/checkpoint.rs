@@ -187,12 +187,19 @@ pub(crate) struct Loaded {
 }
 
 /// The `covered` of the store's checkpoint when it is sound (it loads as
-/// [`load`] does), else 0: how far the log must reach
-/// (`recovery::Span::claimed`), for `check` and `salvage`.
-pub(crate) fn claimed(dir: &Path, store_id: u64) -> u64 {
+/// [`load`] does), else 0 (none, or one that fails its checks): how far
+/// the log must reach (`recovery::Span::claimed`), for `check` and
+/// `salvage`.
+///
+/// # Errors
+/// [`Error::Io`] when the file is there but cannot be read (out of file
+/// descriptors, say): taking that for no checkpoint would lose what it
+/// says the log must hold, and a store that lost records would pass.
+pub(crate) fn claimed(dir: &Path, store_id: u64) -> Result<u64> {
     match load(dir, store_id) {
-        Ok(Some(c)) => c.covered,
-        _ => 0,
+        Ok(Some(c)) => Ok(c.covered),
+        Err(e @ Error::Io(_)) => Err(e),
+        _ => Ok(0),
     }
 }
 

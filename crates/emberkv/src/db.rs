@@ -767,7 +767,10 @@ impl Db {
     ///   that ends before the checkpoint's `covered`, the meta file, the
     ///   compression dictionary);
     /// - [`Error::IncompatibleFormat`] for a store of another format version;
-    /// - [`Error::Io`] for failed system calls.
+    /// - [`Error::Io`] for failed system calls, among them reading an index
+    ///   checkpoint that is there (one that fails its checks is ignored,
+    ///   one that cannot be read is not: what it records as durable could
+    ///   not be checked).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         Self::open_with(path.as_ref(), options, KeyHasher::new)
     }
@@ -824,7 +827,13 @@ impl Db {
             dictionary,
             storage.segment_size(),
         ));
-        let checkpoint = checkpoint::load(dir, meta.store_id);
+        // A checkpoint that fails its checks is ignored; one that cannot be
+        // read (out of descriptors, say) fails the open, since what it
+        // records as durable could not be checked.
+        let checkpoint = match checkpoint::load(dir, meta.store_id) {
+            Err(e @ Error::Io(_)) => return Err(e),
+            loaded => loaded,
+        };
         // What a sound checkpoint of this store records as durable: the log
         // must hold at least that much, whether the checkpoint is used.
         let claimed = match &checkpoint {

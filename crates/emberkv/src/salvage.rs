@@ -132,7 +132,8 @@ impl SalvageReport {
 /// when the store is open elsewhere; [`Error::Corruption`] when the meta
 /// file is damaged and no segment header says what it held;
 /// [`Error::IncompatibleFormat`] for a store of a newer format; errors
-/// from `f`; [`Error::Io`].
+/// from `f`; [`Error::Io`], among them an index checkpoint that is there
+/// but cannot be read (what it records as durable could not be checked).
 pub fn salvage(
     path: impl AsRef<Path>,
     mut f: impl FnMut(&[u8], &[u8], Option<u64>) -> Result<()>,
@@ -179,7 +180,7 @@ pub fn salvage(
         .filter(|&s| !retired.contains(s))
         .collect();
     // What a sound checkpoint records as durable: the log must reach it.
-    let claimed = checkpoint::claimed(dir, meta.store_id);
+    let claimed = checkpoint::claimed(dir, meta.store_id)?;
     // Where the last segment read starts and where its file ends, and
     // where the log's valid records end.
     let mut prev: Option<(u64, u64)> = None;

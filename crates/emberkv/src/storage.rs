@@ -217,6 +217,11 @@ pub(crate) struct Segment {
     /// the sweep (CLOCK's reference bit): a descriptor used since the
     /// sweep last passed it stays open.
     referenced: AtomicBool,
+    /// Set, under the file's slot lock, when the segment is retired: a
+    /// reader still holding the segment then gets `NotFound` instead of
+    /// opening the file again, which would put back a descriptor counted
+    /// open for a segment no sweep can reach.
+    retired: AtomicBool,
 }
 
 impl Segment {
@@ -247,6 +252,7 @@ impl Segment {
             cut_unsynced: AtomicBool::new(false),
             // Opened to be used: it stays open for one turn of the sweep.
             referenced: AtomicBool::new(true),
+            retired: AtomicBool::new(false),
         })
     }
 
@@ -447,8 +453,10 @@ impl OpenSegments {
             };
             clock.hand = seg + 1;
             let Some(segment) = table.get(&seg) else {
-                // Being retired (out of the table, not yet forgotten): its
-                // retirement takes it out of the round.
+                // Retired: its descriptor went with it (a retirement
+                // forgets it too, but a reader's reopen just before it may
+                // have put it back in the round).
+                clock.with_files.remove(&seg);
                 continue;
             };
             if Some(seg) == opened || seg == newest || !segment.closable() {
@@ -501,6 +509,10 @@ pub(crate) struct Segments {
     /// Test hook: the segment whose fdatasyncs fail with `EIO`.
     #[cfg(test)]
     pub(crate) fail_sync_of: std::sync::atomic::AtomicU64,
+    /// Test hook: the segment whose file's deletion fails with `EPERM`
+    /// (as for an immutable file).
+    #[cfg(test)]
+    pub(crate) fail_unlink_of: std::sync::atomic::AtomicU64,
     /// Test hook: the error number [`Segments::start_writeback`] fails
     /// with (0: none).
     #[cfg(test)]
@@ -537,6 +549,8 @@ impl Segments {
             zeros_ahead: 0,
             #[cfg(test)]
             fail_sync_of: std::sync::atomic::AtomicU64::new(u64::MAX),
+            #[cfg(test)]
+            fail_unlink_of: std::sync::atomic::AtomicU64::new(u64::MAX),
             #[cfg(test)]
             fail_writeback_with: std::sync::atomic::AtomicI32::new(0),
             #[cfg(test)]
@@ -769,6 +783,9 @@ impl Segments {
         let mut slot = segment.file.lock();
         if let Some(file) = &*slot {
             return Ok(Arc::clone(file));
+        }
+        if segment.retired.load(Ordering::Relaxed) {
+            return Err(io::ErrorKind::NotFound.into());
         }
         let file = Arc::new(
             OpenOptions::new()
@@ -1330,22 +1347,47 @@ impl Segments {
         let mut table = Table::clone(&self.open.table.load());
         let segment = table.remove(&seg);
         self.open.table.store(Arc::new(table));
-        match std::fs::remove_file(self.path(seg)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-        if let Some(segment) = segment {
-            // Taken here, under its slot's lock, so that a sweep holding an
-            // older table cannot count it closed a second time.
-            let file = segment.file.lock().take();
+        // The descriptor is given up before the deletion, so that it is
+        // counted closed and out of the sweep's round even when the
+        // deletion fails (until 2026-12-07 a failed one returned first, and
+        // the store counted the descriptor open until it closed).
+        let taken = segment.map(|segment| {
+            // Taken under its slot's lock, so that a sweep holding an older
+            // table cannot count it closed a second time, and marked
+            // retired there, so that no reader opens it again.
+            let file = {
+                let mut slot = segment.file.lock();
+                segment.retired.store(true, Ordering::Relaxed);
+                slot.take()
+            };
             if file.is_some() {
                 self.open.closed();
             }
-            self.open.forget(seg);
-            close_in_background((segment, file));
+            (segment, file)
+        });
+        self.open.forget(seg);
+        let unlinked = match self.remove_file(seg) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        if let Some(taken) = taken {
+            close_in_background(taken);
         }
-        Ok(())
+        unlinked
+    }
+
+    /// Deletes segment `seg`'s file.
+    fn remove_file(&self, seg: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if self
+            .fail_unlink_of
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == seg
+        {
+            return Err(io::Error::from_raw_os_error(1));
+        }
+        std::fs::remove_file(self.path(seg))
     }
 
     /// Cuts segment `seg` at log address `addr` (dropping a torn tail) and
@@ -2084,6 +2126,37 @@ mod tests {
         assert_eq!(with_files(&segments), [4]);
         assert_eq!(in_round(&segments), [4]);
         assert_eq!(segments.open_files().0, 1);
+    }
+
+    /// Found by an attack helper: a retirement whose deletion failed
+    /// (an immutable file, `EPERM`) returned before it gave up the
+    /// segment's descriptor, which stayed counted open, and in the sweep's
+    /// round, until the store closed.
+    #[test]
+    fn a_retirement_whose_deletion_fails_still_gives_up_the_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate).max_open(8);
+        segments.create(0, 0).unwrap();
+        for seg in 0..4 {
+            write_and_move_on(&segments, seg);
+        }
+        assert_eq!(with_files(&segments), [0, 1, 2, 3, 4]);
+        let held = segments.open(1).unwrap();
+        segments.fail_unlink_of.store(1, Ordering::Relaxed);
+        let err = segments.retire(1).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io(e) if e.raw_os_error() == Some(1)),
+            "{err:?}"
+        );
+        assert!(segments.path(1).exists());
+        assert_eq!(segments.open_files().0, 4);
+        assert_eq!(in_round(&segments), [0, 2, 3, 4]);
+        // A reader that held the segment across its retirement does not
+        // open the file, still there, again.
+        let reopen = segments.file_of(1, &held).unwrap_err();
+        assert_eq!(reopen.kind(), io::ErrorKind::NotFound);
+        assert_eq!(segments.open_files(), (4, 0));
+        assert_eq!(with_files(&segments), in_round(&segments));
     }
 
     #[test]

@@ -186,6 +186,44 @@ fn a_log_cut_below_its_checkpoint_is_refused_not_replayed_short() -> TestResult 
     Ok(())
 }
 
+/// A checkpoint file that is there but cannot be read fails the open,
+/// `check` and `salvage` with the I/O error. Found by an attack helper:
+/// every error reading it was taken for "no checkpoint", so with `EMFILE`
+/// injected on that one file (`strace -e inject=openat:error=EMFILE`)
+/// `check` called sound, and a writable open accepted (and then
+/// checkpointed over), a store whose newest segment was gone. Here the file
+/// gives way to a directory, which `read` refuses with `EISDIR`, as it
+/// would refuse it with `EMFILE` short of descriptors.
+#[test]
+fn a_checkpoint_that_cannot_be_read_fails_the_open_instead_of_being_ignored() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut model = HashMap::new();
+    let db = Db::open(dir.path(), options())?;
+    write_rounds(&db, &mut model, 0..2)?;
+    db.close()?;
+    let path = dir.path().join("CHECKPOINT");
+    let saved = std::fs::read(&path)?;
+    std::fs::remove_file(&path)?;
+    std::fs::create_dir(&path)?;
+    let unreadable = |e: &Error| matches!(e, Error::Io(io) if io.raw_os_error() == Some(21));
+    match Db::open(dir.path(), options()) {
+        Err(e) => assert!(unreadable(&e), "{e:?}"),
+        Ok(db) => panic!("opened with {} keys", db.len()),
+    }
+    match emberkv::check(dir.path()) {
+        Err(e) => assert!(unreadable(&e), "{e:?}"),
+        Ok(report) => panic!("checked: {report}"),
+    }
+    match emberkv::salvage(dir.path(), |_, _, _| Ok(())) {
+        Err(e) => assert!(unreadable(&e), "{e:?}"),
+        Ok(report) => panic!("salvaged: {report:?}"),
+    }
+    // Nothing was changed: with the file back, the store opens whole.
+    std::fs::remove_dir(&path)?;
+    std::fs::write(&path, saved)?;
+    check(dir.path(), &model)
+}
+
 /// A sealed segment below the checkpoint replaced by the same-numbered
 /// segment of another store, or two sealed segments swapped, is refused
 /// at open as a full replay refuses it. Found by a helper's damage sweep:
