@@ -112,10 +112,10 @@ impl fmt::Display for CheckReport {
 /// ([`Error::Corruption`](crate::Error::Corruption),
 /// [`Error::IncompatibleFormat`](crate::Error::IncompatibleFormat));
 /// [`Error::Io`](crate::Error::Io), among them an index checkpoint that is
-/// there but cannot be read, and `EMFILE` when the process runs out of
-/// file descriptors while it checks (a reread record's error
-/// that is not about the process's resources, such as `EIO`, is listed as
-/// a problem instead).
+/// there but cannot be read, and `EMFILE` (or `ENOMEM`) when the process
+/// runs out of file descriptors (or memory) while it checks (an error
+/// reading the store that is not about the process's resources, such as
+/// `EIO`, is listed as a problem instead).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
     let dir = path.as_ref();
     let _lock = meta::lock_shared(dir)?;
@@ -169,9 +169,9 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
                 Ok((_, true)) => report
                     .problems
                     .push(format!("index entry at {addr} points at a tombstone")),
-                // Out of descriptors or disk quota is the check's trouble,
-                // not the store's.
-                Err(e) if e.is_exhaustion() => return Err(e),
+                // Out of descriptors, memory or disk quota is the check's
+                // trouble, not the store's.
+                Err(e) if e.is_out_of_resources() => return Err(e),
                 Err(e) => report.problems.push(e.to_string()),
             }
         }

@@ -134,10 +134,42 @@ impl Error {
         ) || e.raw_os_error().is_some_and(|n| OUT_OF_FILES.contains(&n)))
     }
 
+    /// Whether this is the process's want of a resource, not something
+    /// of the store: [`Error::is_exhaustion`]'s, or memory (`ENOMEM`).
+    /// A check that meets it fails with it instead of listing it as a
+    /// problem of the store.
+    pub(crate) fn is_out_of_resources(&self) -> bool {
+        self.is_exhaustion()
+            || matches!(self, Error::Io(e) if e.kind() == std::io::ErrorKind::OutOfMemory)
+    }
+
     pub(crate) fn corruption(offset: u64, reason: impl Into<String>) -> Self {
         Error::Corruption {
             offset,
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(errno: i32) -> Error {
+        Error::Io(io::Error::from_raw_os_error(errno))
+    }
+
+    #[test]
+    fn the_process_wanting_a_resource_is_told_from_damage() {
+        // ENFILE, EMFILE, ENOSPC, EDQUOT, ENOMEM.
+        for errno in [23, 24, 28, 122, 12] {
+            assert!(os(errno).is_out_of_resources(), "errno {errno}");
+        }
+        assert!(!os(12).is_exhaustion(), "ENOMEM is not a write's exhaustion");
+        // EIO, ENOENT, EACCES, EISDIR: about the store's files.
+        for errno in [5, 2, 13, 21] {
+            assert!(!os(errno).is_out_of_resources(), "errno {errno}");
+        }
+        assert!(!Error::corruption(0, "damage").is_out_of_resources());
     }
 }

@@ -192,12 +192,13 @@ pub(crate) enum Mode<'a> {
 
 impl Mode<'_> {
     /// Fails with `err` when repairing; notes it when checking, unless
-    /// it is the process's want of file descriptors, disk space or quota
-    /// (`Error::is_exhaustion`), which says nothing of the store.
+    /// it is the process's want of file descriptors, memory, disk space or
+    /// quota (`Error::is_out_of_resources`), which says nothing of the
+    /// store.
     fn problem(&mut self, err: Error) -> Result<()> {
         match self {
             Mode::Repair | Mode::Read => Err(err),
-            Mode::Check(_) if err.is_exhaustion() => Err(err),
+            Mode::Check(_) if err.is_out_of_resources() => Err(err),
             Mode::Check(report) => {
                 report.problems.push(err.to_string());
                 Ok(())
