@@ -391,11 +391,24 @@ impl OpenSegments {
     /// Counts a descriptor opened for segment `seg`, and puts the segment
     /// in the sweep's round. Called with no file slot held.
     fn opened(&self, seg: u64) {
-        self.clock.lock().with_files.insert(seg);
+        self.count_opened();
+        self.enter_round(seg);
+    }
+
+    /// Counts a descriptor opened: under the segment's slot lock when it
+    /// goes into a slot others can already reach, so that a close, which
+    /// takes it under that lock, is counted after it.
+    fn count_opened(&self) {
         self.files.fetch_add(1, Ordering::Relaxed);
         if self.bound == Bound::Shared {
             descriptors::opened(1);
         }
+    }
+
+    /// Puts segment `seg` in the sweep's round. Called with no file slot
+    /// held.
+    fn enter_round(&self, seg: u64) {
+        self.clock.lock().with_files.insert(seg);
     }
 
     /// Counts a descriptor closed.
@@ -794,8 +807,9 @@ impl Segments {
                 .open(self.path(seg))?,
         );
         *slot = Some(Arc::clone(&file));
+        self.open.count_opened();
         drop(slot);
-        self.open.opened(seg);
+        self.open.enter_round(seg);
         self.reopened.fetch_add(1, Ordering::Relaxed);
         self.close_past_bound(seg);
         Ok(file)
