@@ -112,8 +112,9 @@ impl fmt::Display for CheckReport {
 /// ([`Error::Corruption`](crate::Error::Corruption),
 /// [`Error::IncompatibleFormat`](crate::Error::IncompatibleFormat));
 /// [`Error::Io`](crate::Error::Io), among them an index checkpoint that is
-/// there but cannot be read, and `EMFILE` (or `ENOMEM`) when the process
-/// runs out of file descriptors (or memory) while it checks (an error
+/// there but cannot be read, and `EMFILE`/`ENFILE`, `ENOMEM`, `ENOSPC` or
+/// `EDQUOT` when the process runs out of file descriptors, memory, disk
+/// space or quota while it checks (an error
 /// reading the store that is not about the process's resources, such as
 /// `EIO`, is listed as a problem instead).
 pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
@@ -169,8 +170,8 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
                 Ok((_, true)) => report
                     .problems
                     .push(format!("index entry at {addr} points at a tombstone")),
-                // Out of descriptors, memory or disk quota is the check's
-                // trouble, not the store's.
+                // Out of descriptors, memory, disk space or quota is the
+                // check's trouble, not the store's.
                 Err(e) if e.is_out_of_resources() => return Err(e),
                 Err(e) => report.problems.push(e.to_string()),
             }

@@ -6,8 +6,9 @@
 //! a segment's map stays, so gets need no descriptor. A store whose
 //! options set [`crate::Options::max_open_files`] has a bound of its own
 //! ([`Bound::Own`]). The others share one ([`Bound::Shared`]): half the
-//! process's soft `RLIMIT_NOFILE` as it was when the last of them opened,
-//! at least 16, over all their descriptors together. A store that opens a
+//! process's soft `RLIMIT_NOFILE` as it was when a store (any, `check` and
+//! `salvage` too) was last opened in the process, at least 16, over all
+//! their descriptors together. A store that opens a
 //! descriptor past the shared bound sweeps the other stores' segments
 //! first ([`sweep_others`]), then its own, so that a store read only
 //! through its maps, which never opens a descriptor, still gives back the

@@ -165,7 +165,10 @@ mod tests {
         for errno in [23, 24, 28, 122, 12] {
             assert!(os(errno).is_out_of_resources(), "errno {errno}");
         }
-        assert!(!os(12).is_exhaustion(), "ENOMEM is not a write's exhaustion");
+        assert!(
+            !os(12).is_exhaustion(),
+            "ENOMEM is not a write's exhaustion"
+        );
         // EIO, ENOENT, EACCES, EISDIR: about the store's files.
         for errno in [5, 2, 13, 21] {
             assert!(!os(errno).is_out_of_resources(), "errno {errno}");

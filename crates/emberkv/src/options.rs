@@ -102,8 +102,9 @@ pub struct Options {
     /// so the bound can be passed by those few, and by readers still reading
     /// through one that closed. `None` (the default): the store shares one bound
     /// with the process's other stores at the default, half the process's soft
-    /// `RLIMIT_NOFILE` as it was when the last of them opened (512 under the common
-    /// 1,024), at least 16, no bound where the limit is infinite; a store that opens
+    /// `RLIMIT_NOFILE` as it was when a store (any, `check` and `salvage` too) was
+    /// last opened in the process (512 under the common 1,024), at least 16, no
+    /// bound where the limit is infinite; a store that opens
     /// a descriptor past it closes the other stores' unused ones first, then its
     /// own. `Some(n)`: a bound of the store's own, outside the shared one (a process
     /// that also opens many files of its own can give its stores that way a share

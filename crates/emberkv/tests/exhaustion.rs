@@ -531,7 +531,8 @@ fn fd_child() -> TestResult {
     match mode.as_str() {
         "open-many" => {
             // Under a limit of 48 descriptors the store keeps at most 24
-            // segments open (`Options::max_open_files`' default), of
+            // segments open (the shared default bound, the store alone in
+            // its process), of
             // the 57 it has and as many more as it writes here.
             let db = Db::open(&dir, small(false).compaction_garbage(None))?;
             let read_all = |keys: u32| -> TestResult {
@@ -723,7 +724,8 @@ fn a_store_with_more_segments_than_file_descriptors_opens_reads_and_grows() -> T
 
 /// Two stores of more segments than the process may open files, both at
 /// the default bound, which they share: both open, read every key, grow by
-/// turns and read back, holding at most half the limit between them.
+/// turns and read back, holding at most half the limit between them, plus
+/// each store's newest segment and the one it opened last.
 /// Until 2026-12-07 each store's default bound was half the limit of its
 /// own, and the second store's reads failed with `EMFILE`.
 #[test]
