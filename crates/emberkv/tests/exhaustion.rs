@@ -691,6 +691,20 @@ fn big_value(i: u32) -> Vec<u8> {
     vec![i as u8; 200 << 10]
 }
 
+/// Fills a store in `dir` with values of 200 KiB (without compaction)
+/// until it has more segments than [`FD_LIMIT`] plus 8, and closes it;
+/// returns the number of keys, `key(0)` up.
+fn more_segments_than_descriptors(dir: &Path) -> Result<u32, Box<dyn std::error::Error>> {
+    let db = Db::open(dir, small(false).compaction_garbage(None))?;
+    let mut keys = 0;
+    while segment_files(dir)?.len() <= FD_LIMIT as usize + 8 {
+        db.insert(&key(keys), &big_value(keys))?;
+        keys += 1;
+    }
+    db.close()?;
+    Ok(keys)
+}
+
 /// A store of more segments than the process may open files: it opens
 /// (from its checkpoint, and replaying every segment), reads every key,
 /// grows to twice as many segments and reopens, keeping at most half the
@@ -700,13 +714,7 @@ fn big_value(i: u32) -> Vec<u8> {
 fn a_store_with_more_segments_than_file_descriptors_opens_reads_and_grows() -> TestResult {
     let dir = tempfile::tempdir()?;
     let opts = small(false).compaction_garbage(None);
-    let db = Db::open(dir.path(), opts.clone())?;
-    let mut keys = 0;
-    while segment_files(dir.path())?.len() <= FD_LIMIT as usize + 8 {
-        db.insert(&key(keys), &big_value(keys))?;
-        keys += 1;
-    }
-    db.close()?;
+    let keys = more_segments_than_descriptors(dir.path())?;
     // From the checkpoint, then replaying every segment.
     eprintln!("{}", run_fd_child("open-many", dir.path())?);
     std::fs::remove_file(dir.path().join("CHECKPOINT"))?;
@@ -731,15 +739,8 @@ fn a_store_with_more_segments_than_file_descriptors_opens_reads_and_grows() -> T
 #[test]
 fn two_stores_at_the_default_bound_share_it() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let opts = small(false).compaction_garbage(None);
     for name in ["a", "b"] {
-        let db = Db::open(dir.path().join(name), opts.clone())?;
-        let mut keys = 0;
-        while segment_files(&dir.path().join(name))?.len() <= FD_LIMIT as usize + 8 {
-            db.insert(&key(keys), &big_value(keys))?;
-            keys += 1;
-        }
-        db.close()?;
+        more_segments_than_descriptors(&dir.path().join(name))?;
     }
     eprintln!("{}", run_fd_child("two-stores", dir.path())?);
     for name in ["a", "b"] {
@@ -755,13 +756,7 @@ fn two_stores_at_the_default_bound_share_it() -> TestResult {
 #[test]
 fn a_check_short_of_descriptors_fails_instead_of_reporting_problems() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let db = Db::open(dir.path(), small(false).compaction_garbage(None))?;
-    let mut keys = 0;
-    while segment_files(dir.path())?.len() <= FD_LIMIT as usize + 8 {
-        db.insert(&key(keys), &big_value(keys))?;
-        keys += 1;
-    }
-    db.close()?;
+    more_segments_than_descriptors(dir.path())?;
     eprintln!("{}", run_fd_child("check", dir.path())?);
     Ok(())
 }
