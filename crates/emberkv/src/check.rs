@@ -170,10 +170,9 @@ pub fn check(path: impl AsRef<Path>) -> Result<CheckReport> {
                 Ok((_, true)) => report
                     .problems
                     .push(format!("index entry at {addr} points at a tombstone")),
-                // Out of descriptors, memory, disk space or quota is the
-                // check's trouble, not the store's.
-                Err(e) if e.is_out_of_resources() => return Err(e),
-                Err(e) => report.problems.push(e.to_string()),
+                // Out of descriptors, memory, disk space or quota fails the
+                // check: the process's trouble, not the store's.
+                Err(e) => Mode::Check(&mut report).problem(e)?,
             }
         }
     }

@@ -186,21 +186,28 @@ pub(crate) struct Loaded {
     pub images: Vec<ShardImage>,
 }
 
-/// The `covered` of the store's checkpoint when it is sound (it loads as
-/// [`load`] does), else 0 (none, or one that fails its checks): how far
-/// the log must reach (`recovery::Span::claimed`), for `check` and
-/// `salvage`.
+/// The store's checkpoint when it is sound (it loads as [`load`] does);
+/// `None` when there is none or it fails its checks, which is then ignored.
 ///
 /// # Errors
 /// [`Error::Io`] when the file is there but cannot be read (out of file
 /// descriptors, say): taking that for no checkpoint would lose what it
 /// says the log must hold, and a store that lost records would pass.
-pub(crate) fn claimed(dir: &Path, store_id: u64) -> Result<u64> {
+pub(crate) fn load_sound(dir: &Path, store_id: u64) -> Result<Option<Loaded>> {
     match load(dir, store_id) {
-        Ok(Some(c)) => Ok(c.covered),
         Err(e @ Error::Io(_)) => Err(e),
-        _ => Ok(0),
+        loaded => Ok(loaded.ok().flatten()),
     }
+}
+
+/// The `covered` of the store's sound checkpoint ([`load_sound`]), else 0:
+/// how far the log must reach (`recovery::Span::claimed`), for `check`
+/// and `salvage`.
+///
+/// # Errors
+/// [`load_sound`]'s.
+pub(crate) fn claimed(dir: &Path, store_id: u64) -> Result<u64> {
+    Ok(load_sound(dir, store_id)?.map_or(0, |c| c.covered))
 }
 
 /// Reads the checkpoint, if there is one.

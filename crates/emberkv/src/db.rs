@@ -830,18 +830,12 @@ impl Db {
         // A checkpoint that fails its checks is ignored; one that cannot be
         // read (out of descriptors, say) fails the open, since what it
         // records as durable could not be checked.
-        let checkpoint = match checkpoint::load(dir, meta.store_id) {
-            Err(e @ Error::Io(_)) => return Err(e),
-            loaded => loaded,
-        };
+        let checkpoint = checkpoint::load_sound(dir, meta.store_id)?;
         // What a sound checkpoint of this store records as durable: the log
         // must hold at least that much, whether the checkpoint is used.
-        let claimed = match &checkpoint {
-            Ok(Some(c)) => c.covered,
-            _ => 0,
-        };
+        let claimed = checkpoint.as_ref().map_or(0, |c| c.covered);
         let restored = match checkpoint {
-            Ok(Some(c)) if checkpoint_applies(&storage, &retired, c.covered)? => {
+            Some(c) if checkpoint_applies(&storage, &retired, c.covered)? => {
                 let present = storage.list()?;
                 let gone = |seg| retired.contains(seg) || present.binary_search(&seg).is_err();
                 Index::from_images(c.images, c.covered, |a| storage.segment_of(a), gone)

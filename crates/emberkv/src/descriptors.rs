@@ -81,9 +81,9 @@ pub(crate) fn join(open: &Arc<OpenSegments>) {
     members.push(Arc::downgrade(open));
 }
 
-/// Counts `n` descriptors opened by sharing stores.
-pub(crate) fn opened(n: usize) {
-    POOL.files.fetch_add(n, Ordering::Relaxed);
+/// Counts a descriptor opened by a sharing store.
+pub(crate) fn opened() {
+    POOL.files.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Counts `n` descriptors closed by sharing stores.

@@ -195,7 +195,7 @@ impl Mode<'_> {
     /// it is the process's want of file descriptors, memory, disk space or
     /// quota (`Error::is_out_of_resources`), which says nothing of the
     /// store.
-    fn problem(&mut self, err: Error) -> Result<()> {
+    pub(crate) fn problem(&mut self, err: Error) -> Result<()> {
         match self {
             Mode::Repair | Mode::Read => Err(err),
             Mode::Check(_) if err.is_out_of_resources() => Err(err),

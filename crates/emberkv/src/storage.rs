@@ -401,7 +401,7 @@ impl OpenSegments {
     fn count_opened(&self) {
         self.files.fetch_add(1, Ordering::Relaxed);
         if self.bound == Bound::Shared {
-            descriptors::opened(1);
+            descriptors::opened();
         }
     }
 
