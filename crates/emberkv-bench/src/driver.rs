@@ -105,6 +105,57 @@ pub struct Measurement {
     /// work an engine that defers its writes (to a checkpoint, say) has
     /// left when its fill's clock stops.
     pub fill_syncs: Vec<Duration>,
+    /// CPU time the process spent inside the measured windows (see
+    /// [`CpuTime`]).
+    pub cpu: CpuTime,
+}
+
+/// CPU time of the whole process (every thread: the engine's own
+/// background threads and the harness's client threads), user and
+/// kernel apart, as `getrusage(RUSAGE_SELF)` reports it. The harness's
+/// share per operation is the same for every engine; a worker process
+/// runs one engine only, so no other engine's threads are counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuTime {
+    /// Time spent in user space.
+    pub user: Duration,
+    /// Time spent in the kernel on the process's behalf (system calls,
+    /// page faults, zeroing fresh memory).
+    pub system: Duration,
+}
+
+impl CpuTime {
+    /// The process's CPU time so far; zero where `getrusage` fails (it
+    /// cannot for `RUSAGE_SELF` on Linux).
+    pub fn now() -> Self {
+        use nix::sys::resource::{UsageWho, getrusage};
+        let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
+            return CpuTime::default();
+        };
+        let d = |t: nix::sys::time::TimeVal| {
+            Duration::new(
+                t.tv_sec().max(0) as u64,
+                (t.tv_usec().max(0) * 1_000) as u32,
+            )
+        };
+        CpuTime {
+            user: d(usage.user_time()),
+            system: d(usage.system_time()),
+        }
+    }
+
+    /// The time spent since `earlier` (zero for a part that went back).
+    fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+
+    fn add(&mut self, other: CpuTime) {
+        self.user += other.user;
+        self.system += other.system;
+    }
 }
 
 impl Measurement {
@@ -141,7 +192,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[derive(Debug)]
 pub enum Outcome {
     /// The cell ran.
-    Measured(Measurement),
+    Measured(Box<Measurement>),
     /// The engine cannot run this workload, for this reason.
     Unsupported(String),
 }
@@ -223,6 +274,7 @@ struct PhaseOut {
     latencies: Latencies,
     exhausted: bool,
     syncs: Option<u64>,
+    cpu: CpuTime,
 }
 
 impl<'a> Bench<'a> {
@@ -345,6 +397,7 @@ impl<'a> Bench<'a> {
             syncs: Some(0),
             space: None,
             fill_syncs: Vec::new(),
+            cpu: CpuTime::default(),
         };
         for _ in 0..self.cfg.reps.max(1) {
             let (mut ops, mut elapsed) = (0, Duration::ZERO);
@@ -372,6 +425,7 @@ impl<'a> Bench<'a> {
                 elapsed += out.elapsed;
                 m.latencies.merge(&out.latencies);
                 m.syncs = m.syncs.zip(out.syncs).map(|(a, b)| a + b);
+                m.cpu.add(out.cpu);
                 if workload.shape() == Shape::Steady {
                     break;
                 }
@@ -401,7 +455,7 @@ impl<'a> Bench<'a> {
                 .push(ops as f64 / elapsed.as_secs_f64().max(1e-9));
         }
         self.engine().sync().context("sync after the cell")?;
-        Ok(Outcome::Measured(m))
+        Ok(Outcome::Measured(Box::new(m)))
     }
 
     /// Bytes the store's directory occupies on disk after it sat idle for
@@ -496,7 +550,7 @@ impl<'a> Bench<'a> {
             Stop::Ops(n) => self.bar(n, workload.name()),
         };
         let this = &*self;
-        let (outs, elapsed, syncs) = thread::scope(|s| {
+        let (outs, elapsed, syncs, cpu) = thread::scope(|s| {
             let stop_clients = StopOnDrop(&phase);
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
@@ -516,10 +570,12 @@ impl<'a> Bench<'a> {
                 .collect();
             let mut running = threads;
             let mut start = Instant::now();
+            let mut cpu_start = CpuTime::now();
             phase.store(if warmup { WARMUP } else { MEASURE }, Ordering::Relaxed);
             if warmup {
                 wait(&done_rx, start + self.cfg.warmup, &mut running, &mut || {});
                 counted.store(0, Ordering::Relaxed);
+                cpu_start = CpuTime::now();
                 phase.store(MEASURE, Ordering::Relaxed);
                 start = Instant::now();
             }
@@ -539,6 +595,7 @@ impl<'a> Bench<'a> {
             });
             drop(stop_clients);
             let elapsed = start.elapsed();
+            let cpu = CpuTime::now().since(cpu_start);
             let syncs = syncs_before
                 .zip(this.engine().syncs())
                 .map(|(a, b)| b.saturating_sub(a));
@@ -549,7 +606,7 @@ impl<'a> Bench<'a> {
                         .unwrap_or_else(|_| Err(anyhow!("a client thread panicked")))
                 })
                 .collect();
-            (outs, elapsed, syncs)
+            (outs, elapsed, syncs, cpu)
         });
         bar.finish_and_clear();
 
@@ -559,6 +616,7 @@ impl<'a> Bench<'a> {
             latencies: Latencies::default(),
             exhausted: true,
             syncs,
+            cpu,
         };
         let mut results = Vec::with_capacity(threads);
         for o in outs {
@@ -967,7 +1025,7 @@ mod tests {
 
     fn measured(o: Outcome) -> Measurement {
         match o {
-            Outcome::Measured(m) => m,
+            Outcome::Measured(m) => *m,
             Outcome::Unsupported(why) => panic!("unsupported: {why}"),
         }
     }
@@ -989,6 +1047,7 @@ mod tests {
             "{fill:?}"
         );
         assert!(fill.fill_sync_ms().is_some());
+        assert!(fill.cpu.user + fill.cpu.system > Duration::ZERO, "{fill:?}");
         assert!(fill.elapsed >= Duration::from_millis(150));
         assert_eq!(bench.present_count, bench.keys.min(bench.present_count));
         for w in Workload::ALL {

@@ -281,6 +281,16 @@ pub struct Metrics {
     /// when no pass went through every key).
     #[serde(default)]
     pub fill_sync_ms: Option<f64>,
+    /// CPU time of the engine's worker process in user space inside the
+    /// measured windows, in seconds: the engine's threads (background
+    /// ones included) and the harness's client threads (see
+    /// [`crate::driver::CpuTime`]); `None` in results of harnesses that did
+    /// not measure it.
+    #[serde(default)]
+    pub cpu_user_s: Option<f64>,
+    /// As [`Metrics::cpu_user_s`], in the kernel on the process's behalf.
+    #[serde(default)]
+    pub cpu_system_s: Option<f64>,
 }
 
 impl Metrics {
@@ -305,6 +315,8 @@ impl Metrics {
             settled_disk_bytes: None,
             syncs: m.syncs,
             fill_sync_ms: m.fill_sync_ms(),
+            cpu_user_s: Some(m.cpu.user.as_secs_f64()),
+            cpu_system_s: Some(m.cpu.system.as_secs_f64()),
         }
     }
 
@@ -335,7 +347,9 @@ impl Metrics {
                     .iter()
                     .map(|&(_, us)| ("latency_curve", us)),
             )
-            .chain(self.fill_sync_ms.map(|ms| ("fill_sync_ms", ms)));
+            .chain(self.fill_sync_ms.map(|ms| ("fill_sync_ms", ms)))
+            .chain(self.cpu_user_s.map(|s| ("cpu_user_s", s)))
+            .chain(self.cpu_system_s.map(|s| ("cpu_system_s", s)));
         for (name, value) in values {
             if !value.is_finite() || value.is_sign_negative() {
                 return Err(format!("{name} is {value}"));
@@ -410,6 +424,18 @@ impl Metrics {
         workload
             .writes_only()
             .then(|| self.ops as f64 / syncs as f64)
+    }
+
+    /// CPU time per operation in the measured windows, in microseconds,
+    /// and the kernel's share of it (0 to 1); `None` when not measured or
+    /// when no operation completed.
+    pub fn cpu_per_op(&self) -> Option<(f64, f64)> {
+        let (user, system) = (self.cpu_user_s?, self.cpu_system_s?);
+        let total = user + system;
+        (self.ops > 0).then(|| {
+            let kernel = if total > 0.0 { system / total } else { 0.0 };
+            (total * 1e6 / self.ops as f64, kernel)
+        })
     }
 
     /// Bytes on disk per logical byte, when the store holds anything and
@@ -595,7 +621,13 @@ impl Report {
              amplification is bytes allocated on disk over logical bytes (keys plus \
              values held) after the cell (a fill's: after its last pass through every \
              key) and a sync.{} Peak RSS is `VmHWM` of a child \
-             process that runs one engine through one scenario, loading included. The \
+             process that runs one engine through one scenario, loading included. CPU \
+             µs/op is that process's CPU time in the measured windows (user and kernel, \
+             `getrusage`) over the operations: the engine's threads, background ones \
+             included, and the harness's client threads, the same driver for every \
+             engine; work an engine leaves past the window (a fill's sync) is not in it. \
+             On a machine with fewer CPUs than client threads it shows what an operation \
+             costs where the rate shows who got the CPUs. The \
              OS page cache is not dropped between cells: out of cache means out of the \
              engine's own caches. Zipfian skew {}.",
             h.threads,
@@ -757,7 +789,8 @@ impl Report {
         let _ = writeln!(md, "\n### {w} — {}\n", s.shape());
         let _ = writeln!(md, "One operation: {}.\n", w.describe());
         let header = "| rank | engine | shape | ops/sec | p50 µs | p99 µs | p99.9 µs | max µs \
-                      | space amp | peak RSS |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+                      | CPU µs/op | space amp | peak RSS |\n\
+                      |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         md.push_str(header);
         let mut stores: Vec<&Cell> = cells
             .iter()
@@ -1004,23 +1037,32 @@ fn row(rank: &str, c: &Cell, s: &Scenario) -> String {
     let rss = c.peak_rss_bytes.map_or("—".to_owned(), human_bytes);
     match (&c.status, &c.metrics) {
         (Status::Ok, Some(m)) => format!(
-            "| {rank} | {} | {shape} | {} | {} | {} | {} | {} | {} | {rss} |\n",
+            "| {rank} | {} | {shape} | {} | {} | {} | {} | {} | {} | {} | {rss} |\n",
             c.engine,
             thousands(m.ops_per_sec.round() as u64),
             micros(m.p50_us),
             micros(m.p99_us),
             micros(m.p999_us),
             micros(m.max_us),
+            cpu_per_op(m),
             space_amp(m),
         ),
         (Status::Unsupported(why), _) => format!(
-            "| {rank} | {} | {shape} | unsupported ({why}) | | | | | | |\n",
+            "| {rank} | {} | {shape} | unsupported ({why}) | | | | | | | |\n",
             c.engine
         ),
         (Status::Error(_), _) | (Status::Ok, None) => format!(
-            "| {rank} | {} | {shape} | error (see below) | | | | | | {rss} |\n",
+            "| {rank} | {} | {shape} | error (see below) | | | | | | | {rss} |\n",
             c.engine
         ),
+    }
+}
+
+/// The CPU column: microseconds per operation and the kernel's share.
+fn cpu_per_op(m: &Metrics) -> String {
+    match m.cpu_per_op() {
+        Some((us, kernel)) => format!("{} ({:.0} % kernel)", micros(us), kernel * 100.0),
+        None => "—".to_owned(),
     }
 }
 
@@ -1131,6 +1173,8 @@ mod tests {
             settled_disk_bytes: None,
             syncs: None,
             fill_sync_ms: None,
+            cpu_user_s: Some(0.001_234),
+            cpu_system_s: Some(0.000_617),
         }
     }
 
@@ -1331,7 +1375,7 @@ mod tests {
     #[test]
     fn tables_rank_stores_apart_from_rails_and_never_show_zero() {
         let md = report().markdown(Some("charts"));
-        let fast = md.find("| 1 | fast | 100,000 keys, own caches ≤ 32 MiB | 1,000 | 1.00 | 2.00 | 3.00 | 4.00 | 2.00 | 64 MiB |");
+        let fast = md.find("| 1 | fast | 100,000 keys, own caches ≤ 32 MiB | 1,000 | 1.00 | 2.00 | 3.00 | 4.00 | 1.50 (33 % kernel) | 2.00 | 64 MiB |");
         let slow = md.find("| 2 | slow |");
         let bad = md.find("| — | bad |");
         let rails = md.find("Reference rails, not ranked");
@@ -1369,6 +1413,10 @@ mod tests {
         );
         assert!(md.contains("(charts/s-fillrandom-throughput.svg)"), "{md}");
         assert!(md.contains("durability DEFAULT"), "{md}");
+        let mut old = report();
+        old.cells[1].metrics.as_mut().unwrap().cpu_user_s = None;
+        let md = old.markdown(None);
+        assert!(md.contains("| 4.00 | — | 2.00 | 64 MiB |"), "{md}");
     }
 
     /// `report` rendered a hand-edited results.json as given: a negative
@@ -1376,7 +1424,7 @@ mod tests {
     #[test]
     fn impossible_numbers_in_a_results_file_are_refused() {
         type Edit = fn(&mut Metrics);
-        let edits: [(&str, Edit); 13] = [
+        let edits: [(&str, Edit); 14] = [
             ("ops_per_sec is -5", |m| m.ops_per_sec = -5.0),
             ("rep_ops_per_sec is -1", |m| m.rep_ops_per_sec = vec![-1.0]),
             ("p50_us is -0", |m| m.p50_us = -0.0),
@@ -1402,6 +1450,7 @@ mod tests {
             }),
             ("without repetitions", |m| m.rep_ops_per_sec.clear()),
             ("outside the repetitions'", |m| m.elapsed_s = 1e-6),
+            ("cpu_system_s is -0.5", |m| m.cpu_system_s = Some(-0.5)),
         ];
         for (why, edit) in edits {
             let dir = tempfile::tempdir().unwrap();
