@@ -211,7 +211,11 @@ const TRAINING_SAMPLE_BYTES: u64 = 1 << 20;
 /// bytes (dead records, plus what compressing its live raw values saves,
 /// estimated from a sample); segments below it are only sampled. Returns
 /// what was done and the segment number to go on from. Does nothing when
-/// the store does not compress.
+/// the store does not compress, nor while another thread holds the
+/// compaction lock (a foreground compaction, or a backup linking or
+/// copying the sealed segments): the maintenance thread, its caller, goes
+/// on checking where writers wait, as its compaction passes do
+/// ([`Wait::No`]; until 2026-12-07 it waited for the lock here).
 ///
 /// Compaction compresses only what it copies, and it copies only segments
 /// with garbage: this is how values written once and never overwritten get
@@ -221,7 +225,9 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
     if core.log.codec().compresses_at().is_none() {
         return Ok((CompactionReport::default(), from));
     }
-    let _one_at_a_time = core.compaction_lock.lock();
+    let Some(_one_at_a_time) = core.compaction_lock.try_lock() else {
+        return Ok((CompactionReport::default(), from));
+    };
     core.delete_retired_files()?;
     let storage = core.log.storage();
     let written = core.log.write_out()?;
@@ -1074,6 +1080,41 @@ mod tests {
         db.core().log.seal_segment().unwrap();
         let (report, _) = recompress(db.core(), next).unwrap();
         assert_eq!(report.segments, 0);
+    }
+
+    /// Regression (an audit of ARCHITECTURE, 2026-12-07): the maintenance
+    /// thread waited in `recompress` for a backup holding the compaction
+    /// lock, and stopped setting where writers wait meanwhile.
+    #[test]
+    fn recompress_returns_at_once_while_the_compaction_lock_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(open(dir.path()));
+        let mut i = 0u32;
+        while segment_of_tail(&db) < 1 {
+            db.insert(format!("text{i}").as_bytes(), &b"text ".repeat(200))
+                .unwrap();
+            i += 1;
+        }
+        let held = db.core().compaction_lock.lock();
+        let (done, finished) = std::sync::mpsc::channel();
+        let thread = {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let _ = done.send(recompress(db.core(), 0).map(|(r, next)| (r.segments, next)));
+            })
+        };
+        let outcome = finished.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        thread.join().unwrap();
+        assert_eq!(
+            outcome.expect("recompress waited for the lock").unwrap(),
+            (0, 0)
+        );
+        let (report, _) = recompress(db.core(), 0).unwrap();
+        assert_eq!(
+            report.segments, 1,
+            "segment 0 rewritten once the lock is free"
+        );
     }
 
     #[test]
