@@ -229,6 +229,14 @@ pub(crate) struct Log {
     page_pool: Arc<PagePool>,
 }
 
+impl Drop for Log {
+    /// The hot tier's pages go with the log: their frames need not return
+    /// their memory one by one (see [`PagePool::close`]).
+    fn drop(&mut self) {
+        self.page_pool.close();
+    }
+}
+
 impl Log {
     /// A log whose records end at `tail`, all of it already durable.
     pub(crate) fn new(
