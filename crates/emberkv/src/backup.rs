@@ -151,10 +151,10 @@ pub(crate) fn start(
             reason: "backup destination is not empty".into(),
         });
     }
-    // Compared before anything is made, through symlinks and `..`: a copy
-    // inside the store would be taken for part of it by every later
-    // backup, and go when the store's directory is cleared.
-    if resolved(dest)?.starts_with(src.canonicalize()?) {
+    // Compared before anything is made, through symlinks, `..` and bind
+    // mounts: a copy inside the store would be taken for part of it by
+    // every later backup, and go when the store's directory is cleared.
+    if inside(&resolved(dest)?, src)? {
         return Err(Error::InvalidPath {
             path: dest.to_path_buf(),
             reason: "backup destination is inside the store's directory".into(),
@@ -290,6 +290,28 @@ impl LastSegment {
         // does not open as one, silently shorter.
         crate::meta::copy(&self.src, &self.dest)
     }
+}
+
+/// Whether `path` (absolute, resolved) lies in directory `dir`: whether
+/// one of its existing ancestors is `dir`, the same directory by device
+/// and inode, so that a bind mount of `dir` elsewhere (whose path names
+/// another place) counts as `dir` (found by an attack on backups,
+/// 2026-12-07: a backup through one landed inside the store).
+///
+/// # Errors
+/// [`Error::Io`] when `dir` or an ancestor cannot be looked at.
+fn inside(path: &Path, dir: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = fs::metadata(dir)?;
+    for ancestor in path.ancestors() {
+        match fs::metadata(ancestor) {
+            Ok(m) if (m.dev(), m.ino()) == (dir.dev(), dir.ino()) => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
 }
 
 /// The absolute path `path` names once every missing directory of it is

@@ -398,6 +398,56 @@ fn backup_is_a_consistent_store_of_its_own() -> TestResult {
     Ok(())
 }
 
+/// Regression (an attack on backups, 2026-12-07): a destination inside
+/// the store reached through a bind mount of its directory, whose path
+/// names another place, is refused as one inside it is (it was made, a
+/// whole backup inside the store). Needs `mount` (root, outside most
+/// containers); skipped with a message elsewhere.
+#[test]
+fn a_backup_into_the_store_through_a_bind_mount_is_refused() -> TestResult {
+    use std::process::Command;
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).output();
+        }
+    }
+    let dir = tempfile::tempdir()?;
+    let (store, bind) = (dir.path().join("store"), dir.path().join("bind"));
+    let db = Db::open(&store, Options::default())?;
+    db.insert(b"k", b"v")?;
+    std::fs::create_dir(&bind)?;
+    let mounted = Command::new("mount")
+        .arg("--bind")
+        .arg(&store)
+        .arg(&bind)
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !mounted {
+        eprintln!("skipped: cannot bind-mount here");
+        return Ok(());
+    }
+    let _unmount = Unmount(&bind);
+    for inside in [bind.join("sub"), bind.clone()] {
+        match db.backup(&inside) {
+            Err(Error::InvalidPath { reason, .. }) => {
+                assert!(
+                    reason.contains("inside") || reason.contains("not empty"),
+                    "{reason}"
+                )
+            }
+            other => panic!("backup into {}: {other:?}", inside.display()),
+        }
+    }
+    assert!(!store.join("sub").exists());
+    db.backup(dir.path().join("copy"))?;
+    assert_eq!(
+        Db::open(dir.path().join("copy"), Options::default())?.get(b"k")?,
+        Some(b"v".to_vec())
+    );
+    Ok(())
+}
+
 /// A backup on the same file system links the store's sealed segments
 /// (same inode) and copies the newest; neither store's later writes,
 /// compactions and closes change a byte of the other's files.
