@@ -754,6 +754,12 @@ impl Db {
     /// [`Error::Corruption`] when its key is read; see the README's
     /// "Durability contract").
     ///
+    /// The store is held by its directory's absolute path, resolved at open
+    /// (symlinks and `..` included): the process may change its working
+    /// directory afterwards, but the directory must not be renamed or
+    /// moved while the store is open (the files made later would be
+    /// looked for where it was).
+    ///
     /// # Errors
     /// - [`Error::Locked`] when another handle has the store open: at once
     ///   for one of this process, after 2 s of retries for one of another
@@ -783,14 +789,23 @@ impl Db {
         options.validate()?;
         let read_only = options.read_only;
         let cache = ReadCache::new(options.read_cache_bytes)?;
-        let (lock, mut meta, mut storage);
+        let lock = if read_only {
+            meta::lock_shared(dir)?
+        } else {
+            meta::lock(dir)?
+        };
+        // Held by its absolute path from here on: every file the store
+        // makes or opens later (segments, checkpoints, `RETIRED`) is named
+        // from it, and a process that changes its working directory after
+        // opening a store by a relative path (a daemon) would otherwise
+        // look for them in the wrong place.
+        let dir = &dir.canonicalize()?;
+        let (mut meta, mut storage);
         if read_only {
-            lock = meta::lock_shared(dir)?;
             meta = meta::load(dir)?;
             storage = Segments::read_only(dir, meta.segment_bits, meta.store_id)
                 .mapping_reads(options.map_cold_reads);
         } else {
-            lock = meta::lock(dir)?;
             meta = meta::load_or_create(dir, options.segment_bytes.trailing_zeros())?;
             storage = Segments::for_store(
                 dir,
