@@ -1011,25 +1011,35 @@ mod tests {
         assert!(unsafe { held.read(0, 8192) }.iter().all(|&b| b == 0xA5));
     }
 
-    #[test]
-    fn frames_given_back_past_the_stock_return_their_memory() {
+    /// A pool of [`STOCKED_PAGES`] + 3 frames of 4 KiB, and pages holding
+    /// every one of them, each filled with 3s.
+    fn pool_all_taken_and_filled() -> (Arc<PagePool>, Vec<Page>) {
         let frames = STOCKED_PAGES + 3;
         let pool = Arc::new(PagePool::with_frames(4096, frames));
-        let pages: Vec<Page> = (0..frames as u64)
-            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
-            .collect();
+        let pages = all_frames(&pool);
         for page in &pages {
             // SAFETY: single thread; nothing published yet.
             unsafe { page.fill(page.start(), 4096, |b| b.fill(3)) };
         }
+        (pool, pages)
+    }
+
+    /// Pages of 4 KiB taking every frame of `pool` ([`STOCKED_PAGES`] + 3).
+    fn all_frames(pool: &Arc<PagePool>) -> Vec<Page> {
+        (0..(STOCKED_PAGES + 3) as u64)
+            .map(|i| Page::recycled(pool, i * 4096, i * 4096, 4096))
+            .collect()
+    }
+
+    #[test]
+    fn frames_given_back_past_the_stock_return_their_memory() {
+        let (pool, pages) = pool_all_taken_and_filled();
         // The hot tier now holds pages of another size, say: the frames of
         // the evicted pages past the stock go back to the kernel, fresh.
         drop(pages);
         assert_eq!(free_frames(&pool), (3, STOCKED_PAGES));
         // Ready frames are handed out first, then the fresh ones.
-        let taken: Vec<Page> = (0..frames as u64)
-            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
-            .collect();
+        let taken = all_frames(&pool);
         assert_eq!((free_frames(&pool), pool.len()), ((0, 0), 0));
         // The fresh ones read as zero again (under Miri the arena is an
         // allocation, kept whole).
@@ -1042,23 +1052,13 @@ mod tests {
     /// their memory (and bytes) instead of returning it to the kernel.
     #[test]
     fn frames_given_back_to_a_closing_pool_keep_their_memory() {
-        let frames = STOCKED_PAGES + 3;
-        let pool = Arc::new(PagePool::with_frames(4096, frames));
-        let pages: Vec<Page> = (0..frames as u64)
-            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
-            .collect();
-        for page in &pages {
-            // SAFETY: single thread; nothing published yet.
-            unsafe { page.fill(page.start(), 4096, |b| b.fill(3)) };
-        }
+        let (pool, pages) = pool_all_taken_and_filled();
         pool.close();
         drop(pages);
         assert_eq!(free_frames(&pool), (3, STOCKED_PAGES));
-        let taken: Vec<Page> = (0..frames as u64)
-            .map(|i| Page::recycled(&pool, i * 4096, i * 4096, 4096))
-            .collect();
+        let taken = all_frames(&pool);
         assert_eq!(frames_reading(&taken, 0), 0);
-        assert_eq!(frames_reading(&taken, 3), frames);
+        assert_eq!(frames_reading(&taken, 3), STOCKED_PAGES + 3);
     }
 
     /// How many of `pages` hold `byte` in every byte of their frame.
