@@ -131,6 +131,10 @@ pub(crate) struct Core {
     pub(crate) sync_writes: bool,
     /// Opened with [`Options::read_only`]: every write fails.
     read_only: bool,
+    /// The process's fork count when the store was opened
+    /// ([`crate::fork::generation`]): a handle used where it differs is a
+    /// forked child's copy.
+    process: u64,
     /// The manifest of retired segments, as last stored.
     pub(crate) retired: Mutex<Retired>,
     /// Held for a whole compaction pass: one at a time.
@@ -243,6 +247,7 @@ impl Core {
     /// file deleted (the index already points at the copy); it then looks
     /// the key up again.
     pub(crate) fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Option<u64>>> {
+        self.in_its_process()?;
         let hash = self.hasher.hash(key);
         let mut tries = 0;
         loop {
@@ -380,9 +385,19 @@ impl Core {
         Ok(result)
     }
 
-    /// Fails with [`Error::ReadOnly`] on a read-only handle: every write
-    /// path asks first.
+    /// Fails with [`Error::Forked`] in a child process forked after the
+    /// store was opened (see `fork.rs`): every call of a handle asks first.
+    pub(crate) fn in_its_process(&self) -> Result<()> {
+        if crate::fork::generation() != self.process {
+            return Err(Error::Forked);
+        }
+        Ok(())
+    }
+
+    /// Fails with [`Error::ReadOnly`] on a read-only handle (and
+    /// [`Error::Forked`] in a forked child): every write path asks first.
     fn writable(&self) -> Result<()> {
+        self.in_its_process()?;
         if self.read_only {
             return Err(Error::ReadOnly);
         }
@@ -787,6 +802,7 @@ impl Db {
         hasher: impl FnOnce(u64) -> KeyHasher,
     ) -> Result<Db> {
         options.validate()?;
+        let process = crate::fork::generation();
         let read_only = options.read_only;
         let cache = ReadCache::new(options.read_cache_bytes)?;
         let lock = if read_only {
@@ -937,6 +953,7 @@ impl Db {
             hasher,
             sync_writes: options.sync_writes,
             read_only,
+            process,
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
@@ -1290,6 +1307,7 @@ impl Db {
     /// # Errors
     /// As for [`Db::get`].
     pub fn scan(&self, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        self.core.in_its_process()?;
         crate::iter::scan(self, cursor, count)
     }
 
@@ -1371,6 +1389,7 @@ impl Db {
     /// # Errors
     /// [`Error::Io`] when a segment file's size cannot be read.
     pub fn stats(&self) -> Result<Stats> {
+        self.core.in_its_process()?;
         let totals = self.core.index.totals();
         let disk_bytes = files_bytes(&self.core.dir)?;
         let disk_bytes = disk_bytes.saturating_sub(self.core.log.storage().allocated_ahead());
@@ -1450,6 +1469,7 @@ impl Db {
     /// file descriptors, see [`Db::insert`]), [`Error::Closed`] after such
     /// a failure.
     pub fn sync(&self) -> Result<()> {
+        self.core.in_its_process()?;
         self.core.log.sync_all()
     }
 
@@ -1481,6 +1501,7 @@ impl Db {
     /// before its segments are all copied does not open as a store: the
     /// meta file, which makes `dest` one, is copied last.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.core.in_its_process()?;
         let last = {
             // Hold compaction off, so no segment is retired while it is
             // linked or copied.
@@ -1522,6 +1543,7 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        self.core.in_its_process()?;
         if self.core.read_only {
             return Ok(());
         }
@@ -1591,6 +1613,14 @@ fn checkpoint_applies(storage: &Segments, retired: &Retired, covered: u64) -> Re
 
 impl Drop for Db {
     fn drop(&mut self) {
+        if self.core.in_its_process().is_err() {
+            // A forked child's copy: the threads are the parent's, not
+            // here to stop or join, and the files are the parent's to
+            // write. Their handles are let go without a word.
+            std::mem::forget(self.flusher.get_mut().take());
+            std::mem::forget(self.maintenance.get_mut().take());
+            return;
+        }
         // Errors cannot be returned from drop; `close` reports them.
         let _ = self.shutdown();
     }

@@ -106,6 +106,15 @@ pub enum Error {
     /// nothing was written.
     #[error("the store was opened read-only")]
     ReadOnly,
+
+    /// A call through a handle that a forked child process inherited from
+    /// the process that opened the store; nothing was done. The child
+    /// shares the parent's files but not its threads, and its copy of the
+    /// store's memory is as it stood at the fork: a write from it would
+    /// overwrite the parent's later records. Open the store in the child
+    /// once the parent has closed it.
+    #[error("store handle inherited across fork(); open the store in this process instead")]
+    Forked,
 }
 
 impl From<io::Error> for Error {

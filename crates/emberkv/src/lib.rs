@@ -72,6 +72,7 @@ mod dictionary;
 mod error;
 mod expiry;
 mod flusher;
+mod fork;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
