@@ -804,6 +804,13 @@ impl Db {
         options.validate()?;
         let process = crate::fork::generation();
         let read_only = options.read_only;
+        let hot_bytes = if read_only {
+            READ_ONLY_HOT_BYTES
+        } else {
+            options.hot_bytes
+        };
+        // Before recovery maps any segment (see `Log::page_pool`).
+        let page_pool = Log::page_pool(hot_bytes);
         let cache = ReadCache::new(options.read_cache_bytes)?;
         let lock = if read_only {
             meta::lock_shared(dir)?
@@ -933,12 +940,9 @@ impl Db {
                 let _ = manifest::store_newest(dir, meta.store_id, newest);
             }
         }
-        let hot_bytes = if read_only {
-            READ_ONLY_HOT_BYTES
-        } else {
-            options.hot_bytes
-        };
-        let log = Arc::new(Log::new(storage, hot_bytes, cache, codec, tail, pads));
+        let log = Arc::new(Log::with_page_pool(
+            storage, hot_bytes, cache, codec, tail, pads, page_pool,
+        ));
         let flusher = if read_only {
             None
         } else {

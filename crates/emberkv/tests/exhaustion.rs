@@ -924,6 +924,51 @@ fn tables_too_large_to_allocate_are_a_clear_error() -> TestResult {
     Ok(())
 }
 
+const ENV_ADDRESS_CHILD: &str = "EMBERKV_ADDRESS_CHILD";
+
+/// Regression (an attack helper, 2026-12-07): under `ulimit -v` of 300 to
+/// 500 MB a store opened, and its first insert (or its flusher) aborted
+/// the process: the segment the open recovered was mapped first (256 MiB
+/// of address space), the hot tier's map of 262 MiB then failed, and
+/// pages took buffers of their own that could not be had. The hot tier's
+/// map is now made before any segment's, and the flusher's stock of
+/// buffers gives up where memory is short.
+#[test]
+fn a_store_fills_and_reopens_in_400_mb_of_address_space() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    run_child(
+        "ulimit -v 400000",
+        "address_child",
+        &[(ENV_ADDRESS_CHILD, dir.path().as_os_str())],
+        "address child done",
+    )?;
+    Ok(())
+}
+
+/// The child half of the address-space test; does nothing in a normal
+/// test run.
+#[test]
+fn address_child() -> TestResult {
+    let Ok(dir) = std::env::var(ENV_ADDRESS_CHILD) else {
+        return Ok(());
+    };
+    let store = Path::new(&dir).join("store");
+    let db = Db::open(&store, Options::default())?;
+    db.insert(b"first", b"v")?;
+    db.close()?;
+    // Reopened: recovery maps the segment before the log is made.
+    let db = Db::open(&store, Options::default())?;
+    for k in 0..20_000u32 {
+        db.insert(&k.to_le_bytes(), &[7; 4_000])?;
+    }
+    db.close()?;
+    let db = Db::open(&store, Options::default())?;
+    assert_eq!(db.len(), 20_001);
+    assert_eq!(db.get(&19_999u32.to_le_bytes())?, Some(vec![7; 4_000]));
+    eprintln!("address child done");
+    Ok(())
+}
+
 /// The child half of the memory test; does nothing in a normal test run.
 #[test]
 fn memory_child() -> TestResult {

@@ -238,7 +238,9 @@ impl Drop for Log {
 }
 
 impl Log {
-    /// A log whose records end at `tail`, all of it already durable.
+    /// A log whose records end at `tail`, all of it already durable (the
+    /// tests' log; `Db::open` makes its page pool first).
+    #[cfg(test)]
     pub(crate) fn new(
         storage: Segments,
         hot_bytes: usize,
@@ -247,14 +249,38 @@ impl Log {
         tail: u64,
         pad_bytes: HashMap<u64, u64>,
     ) -> Log {
+        let page_pool = Log::page_pool(hot_bytes);
+        Log::with_page_pool(storage, hot_bytes, cache, codec, tail, pad_bytes, page_pool)
+    }
+
+    /// The pool of a hot tier of `hot_bytes`: frames for a hot tier full
+    /// of pages, and for the pool's stock, in one map made now. `Db::open`
+    /// makes it before recovery maps any segment, so that where address
+    /// space is short (`ulimit -v`) the hot tier gets it first and a
+    /// segment whose map cannot be made is read by `pread` (the made map
+    /// left a store that opened under a limit of 300 to 500 MB without
+    /// frames, its pages in buffers of their own, until 2026-12-07).
+    pub(crate) fn page_pool(hot_bytes: usize) -> Arc<PagePool> {
+        Arc::new(PagePool::with_frames(
+            PAGE_BYTES,
+            hot_bytes.div_ceil(PAGE_BYTES) + page::POOL_BUFFERS,
+        ))
+    }
+
+    /// As [`Log::new`], with the pages' memory from `page_pool` (see
+    /// [`Log::page_pool`]).
+    pub(crate) fn with_page_pool(
+        storage: Segments,
+        hot_bytes: usize,
+        cache: ReadCache,
+        codec: Arc<Codec>,
+        tail: u64,
+        pad_bytes: HashMap<u64, u64>,
+        page_pool: Arc<PagePool>,
+    ) -> Log {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
-        // Frames for a hot tier full of pages, and for the pool's stock.
-        let page_pool = Arc::new(PagePool::with_frames(
-            PAGE_BYTES,
-            hot_bytes.div_ceil(PAGE_BYTES) + page::POOL_BUFFERS,
-        ));
         if tail == seg_start && seg > 0 {
             // The log ends exactly at the end of a full segment: the next
             // segment's header must say so when the flusher creates it.

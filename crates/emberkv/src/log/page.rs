@@ -123,7 +123,11 @@ impl PagePool {
             return;
         }
         while self.free.lock().len() < count.min(POOL_BUFFERS) {
-            let buffer = faulted_in(self.buffer_len);
+            // Best effort: where memory is short, the appender asks for
+            // its pages itself.
+            let Some(buffer) = faulted_in(self.buffer_len) else {
+                return;
+            };
             let mut free = self.free.lock();
             if free.len() < POOL_BUFFERS {
                 free.push(buffer);
@@ -701,13 +705,18 @@ fn zeroed(len: usize) -> Buffer {
 }
 
 /// A buffer of `len` bytes whose every 4 KiB memory page has been written
-/// once, so that the kernel has mapped it (its contents are not zero).
-fn faulted_in(len: usize) -> Buffer {
-    let mut bytes = vec![0u8; len].into_boxed_slice();
+/// once, so that the kernel has mapped it (its contents are not zero);
+/// `None` when the memory cannot be had (the flusher, which stocks these,
+/// aborted the process under `ulimit -v` until 2026-12-07: an attack
+/// helper's finding).
+fn faulted_in(len: usize) -> Option<Buffer> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len).ok()?;
+    bytes.resize(len, 0u8);
     for byte in bytes.iter_mut().step_by(4096) {
         *byte = 1;
     }
-    into_cells(bytes)
+    Some(into_cells(bytes.into_boxed_slice()))
 }
 
 fn into_cells(bytes: Box<[u8]>) -> Buffer {
