@@ -1291,6 +1291,15 @@ impl Db {
     /// for a record that fails its checksum (the iteration goes on past
     /// it; a damaged record met again, by the lookup of another key whose
     /// entry had expired, is reported again), [`Error::Io`].
+    ///
+    /// While any iterator is alive, the files of segments that compaction
+    /// retires stay on disk (an iterator may still read them) and are
+    /// deleted once the last one is dropped: under overwrites, a
+    /// long-lived iterator lets the store's files grow past
+    /// [`crate::Options::max_space_amplification`] (an attack helper saw
+    /// 39 times the logical bytes while one lived through 40 rounds of
+    /// overwrites). One leaked with `std::mem::forget` keeps them until
+    /// the next open deletes them.
     pub fn iter(&self) -> Iter<'_> {
         Iter::new(self)
     }
