@@ -942,7 +942,7 @@ impl Db {
         }
         let log = Arc::new(Log::with_page_pool(
             storage, hot_bytes, cache, codec, tail, pads, page_pool,
-        ));
+        )?);
         let flusher = if read_only {
             None
         } else {

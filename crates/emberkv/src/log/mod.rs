@@ -251,6 +251,7 @@ impl Log {
     ) -> Log {
         let page_pool = Log::page_pool(hot_bytes);
         Log::with_page_pool(storage, hot_bytes, cache, codec, tail, pad_bytes, page_pool)
+            .expect("a test log's first page")
     }
 
     /// The pool of a hot tier of `hot_bytes`: frames for a hot tier full
@@ -269,6 +270,10 @@ impl Log {
 
     /// As [`Log::new`], with the pages' memory from `page_pool` (see
     /// [`Log::page_pool`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] (`OutOfMemory`) when the first page's memory cannot
+    /// be had.
     pub(crate) fn with_page_pool(
         storage: Segments,
         hot_bytes: usize,
@@ -277,7 +282,7 @@ impl Log {
         tail: u64,
         pad_bytes: HashMap<u64, u64>,
         page_pool: Arc<PagePool>,
-    ) -> Log {
+    ) -> Result<Log> {
         let seg = storage.segment_of(tail);
         let seg_start = storage.segment_start(seg);
         let mut sealed_lengths = HashMap::new();
@@ -291,7 +296,7 @@ impl Log {
             // `next_page`): a log that filled the one before it gets an
             // empty page there, so that every append fails as it would
             // have.
-            (tail, Page::new(tail, tail, 0))
+            (tail, Page::empty(tail))
         } else {
             let tail = tail.max(seg_start + SEGMENT_HEADER_BYTES);
             let start = page_floor(tail);
@@ -307,11 +312,11 @@ impl Log {
             } else {
                 PAGE_BYTES
             };
-            (tail, Page::recycled(&page_pool, start, tail, len))
+            (tail, Page::try_recycled(&page_pool, start, tail, len)?)
         };
         let page = Arc::new(page);
         let segment_bits = storage.segment_bits();
-        Log {
+        Ok(Log {
             storage,
             hot_bytes,
             appender: SleepingMutex::new(Appender {
@@ -355,7 +360,7 @@ impl Log {
             milestones: Mutex::new(0),
             milestone_reached: Condvar::new(),
             seal_after: AtomicU64::new(u64::MAX),
-        }
+        })
     }
 
     /// The segment files.
@@ -682,10 +687,14 @@ impl Log {
     /// pending (see [`Log::seal_at_page_end`]).
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
         let seg = self.storage.segment_of(a.page.start());
+        // Put back if the page's memory cannot be had (below).
+        let pending = if new_segment {
+            None
+        } else {
+            a.seal_pending.take()
+        };
         let new_segment = new_segment
-            || a.seal_pending
-                .take()
-                .is_some_and(|(pending, _)| pending == seg)
+            || pending.is_some_and(|(pending, _)| pending == seg)
             || a.page.end() - self.storage.segment_start(seg)
                 >= self.seal_after.load(Ordering::Relaxed);
         let room = a.page.end() - a.tail;
@@ -713,6 +722,8 @@ impl Log {
         let mut start = a.page.end();
         let mut bytes = page_len(0);
         let mut skip = 0;
+        // What `sealed_lengths` held for the next segment, once it is set.
+        let mut sealed_before = None;
         // Less room than a pad is left only at a segment's end (see
         // `Log::new`): the segment then ends at the tail.
         let same_segment = !new_segment
@@ -729,7 +740,7 @@ impl Log {
             bytes = page_len(SEGMENT_HEADER_BYTES);
             self.check_span(start + bytes)?;
             let sealed_len = a.tail - self.storage.segment_start(seg);
-            self.sealed_lengths.lock().insert(seg + 1, sealed_len);
+            sealed_before = Some(self.sealed_lengths.lock().insert(seg + 1, sealed_len));
             skip = start - a.tail;
         }
         if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
@@ -762,12 +773,23 @@ impl Log {
         } else {
             start + SEGMENT_HEADER_BYTES
         };
-        let page = Arc::new(Page::recycled(
-            &self.page_pool,
-            start,
-            mem_start,
-            bytes as usize,
-        ));
+        let page = match Page::try_recycled(&self.page_pool, start, mem_start, bytes as usize) {
+            Ok(page) => Arc::new(page),
+            Err(e) => {
+                // Nothing of the new page was published: the next append
+                // starts it again, as this one would have (the pad written
+                // above stays, and is published).
+                a.seal_pending = pending;
+                if let Some(before) = sealed_before {
+                    let mut sealed = self.sealed_lengths.lock();
+                    match before {
+                        Some(len) => sealed.insert(seg + 1, len),
+                        None => sealed.remove(&(seg + 1)),
+                    };
+                }
+                return Err(e.into());
+            }
+        };
         self.pages
             .store(Arc::new(self.pages.load().with(Arc::clone(&page))));
         a.page = page;

@@ -412,14 +412,28 @@ unsafe impl Send for Page {}
 
 impl Page {
     /// A zeroed page of `len` bytes starting at log address `start`, whose
-    /// first live byte is `mem_start`.
+    /// first live byte is `mem_start` (the tests' pages).
+    #[cfg(test)]
     pub(crate) fn new(start: u64, mem_start: u64, len: usize) -> Page {
         debug_assert!(mem_start >= start && mem_start <= start + len as u64);
         Page {
             start,
             mem_start,
             len,
-            memory: Memory::Own(zeroed(len)),
+            memory: Memory::Own(zeroed(len).expect("a test page's memory")),
+            pool: None,
+            version: AtomicU64::new(0),
+        }
+    }
+
+    /// A page of no bytes at log address `at` (the page of a log whose
+    /// address space is used up, where every append fails).
+    pub(crate) fn empty(at: u64) -> Page {
+        Page {
+            start: at,
+            mem_start: at,
+            len: 0,
+            memory: Memory::Own(Buffer::default()),
             pool: None,
             version: AtomicU64::new(0),
         }
@@ -431,16 +445,36 @@ impl Page {
     /// zero, to be written over before they are read: see the module
     /// docs), else in a zeroed buffer. The memory goes back to `pool` when
     /// the page is dropped.
-    pub(crate) fn recycled(pool: &Arc<PagePool>, start: u64, mem_start: u64, len: usize) -> Page {
+    ///
+    /// # Errors
+    /// `ErrorKind::OutOfMemory` when the pool has none and a buffer of
+    /// `len` bytes cannot be allocated (the process aborted there until
+    /// 2026-12-07: an attack helper's finding under `ulimit -v`).
+    pub(crate) fn try_recycled(
+        pool: &Arc<PagePool>,
+        start: u64,
+        mem_start: u64,
+        len: usize,
+    ) -> std::io::Result<Page> {
         debug_assert!(mem_start >= start && mem_start <= start + len as u64);
-        Page {
+        let memory = match pool.take(len) {
+            Some(memory) => memory,
+            None => Memory::Own(zeroed(len)?),
+        };
+        Ok(Page {
             start,
             mem_start,
             len,
-            memory: pool.take(len).unwrap_or_else(|| Memory::Own(zeroed(len))),
+            memory,
             pool: Some(Arc::clone(pool)),
             version: AtomicU64::new(0),
-        }
+        })
+    }
+
+    /// [`Page::try_recycled`] for the tests, whose memory is there.
+    #[cfg(test)]
+    pub(crate) fn recycled(pool: &Arc<PagePool>, start: u64, mem_start: u64, len: usize) -> Page {
+        Page::try_recycled(pool, start, mem_start, len).expect("a test page's memory")
     }
 
     /// The page's first byte.
@@ -699,9 +733,26 @@ unsafe fn load_atomic(src: *const u8, out: &mut [u8]) {
     }
 }
 
-/// A zeroed buffer of `len` bytes.
-fn zeroed(len: usize) -> Buffer {
-    into_cells(vec![0u8; len].into_boxed_slice())
+/// A zeroed buffer of `len` bytes, or `ErrorKind::OutOfMemory` when it
+/// cannot be had. Allocated zeroed (`calloc`'s way: a large one comes
+/// from the kernel's zero pages, not written here).
+fn zeroed(len: usize) -> std::io::Result<Buffer> {
+    if len == 0 {
+        return Ok(Buffer::default());
+    }
+    let out_of_memory = || std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+    let layout = std::alloc::Layout::array::<u8>(len).map_err(|_| out_of_memory())?;
+    // SAFETY: `layout` has a non-zero size (`len > 0`).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(out_of_memory());
+    }
+    // SAFETY: `ptr` is a fresh allocation of `len` bytes by the global
+    // allocator with the layout of `[u8; len]`, zeroed (so initialised) and
+    // owned by nothing else; a `Box<[u8]>` of `len` bytes frees it with
+    // that same layout.
+    let bytes = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
+    Ok(into_cells(bytes))
 }
 
 /// A buffer of `len` bytes whose every 4 KiB memory page has been written
@@ -1055,6 +1106,26 @@ mod tests {
         #[cfg(not(miri))]
         assert_eq!(frames_reading(&taken, 0), 3);
         drop(taken);
+    }
+
+    /// A page whose memory cannot be had is an error, not an abort (under
+    /// `ulimit -v` the process aborted at an insert until 2026-12-07).
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri aborts on an allocation this large")]
+    fn a_page_whose_memory_cannot_be_had_is_an_error() {
+        let pool = Arc::new(PagePool::new(4096));
+        let huge = isize::MAX as usize / 2;
+        let refused = Page::try_recycled(&pool, 0, 0, huge).map(drop).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::OutOfMemory);
+        assert_eq!(
+            zeroed(huge).map(drop).unwrap_err().kind(),
+            std::io::ErrorKind::OutOfMemory
+        );
+        assert!(faulted_in(huge).is_none());
+        // Memory that can be had is zeroed.
+        let page = Page::try_recycled(&pool, 0, 0, 8192).unwrap();
+        // SAFETY: single thread; a fresh buffer reads as zero.
+        assert!(unsafe { page.read(0, 8192) }.iter().all(|&b| b == 0));
     }
 
     /// Once the pool is closing, frames given back past the stock keep
