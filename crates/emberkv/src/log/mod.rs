@@ -268,8 +268,8 @@ impl Log {
         ))
     }
 
-    /// As [`Log::new`], with the pages' memory from `page_pool` (see
-    /// [`Log::page_pool`]).
+    /// A log whose records end at `tail`, all of it already durable, its
+    /// pages' memory from `page_pool` (see [`Log::page_pool`]).
     ///
     /// # Errors
     /// [`Error::Io`] (`OutOfMemory`) when the first page's memory cannot
