@@ -212,6 +212,10 @@ mod shuttled {
                 guard: Some(guard),
             })
         }
+
+        pub(crate) fn get_mut(&mut self) -> &mut T {
+            self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+        }
     }
 
     impl<T> MutexGuard<'_, T> {
