@@ -151,14 +151,26 @@ pub(crate) mod thread {
 /// `EMBERKV_SHUTTLE_ITERATIONS` says, else `default`.
 #[cfg(all(test, shuttle))]
 pub(crate) fn check_random(schedule: fn(), default: usize) {
-    shuttle::check_random(schedule, iterations(default));
+    let scheduler = shuttle::scheduler::RandomScheduler::new(iterations(default));
+    shuttle::Runner::new(scheduler, config()).run(schedule);
 }
 
 /// Runs `schedule` under shuttle's PCT scheduler (bug depth 3), as many
 /// times as `EMBERKV_SHUTTLE_ITERATIONS` says, else `default`.
 #[cfg(all(test, shuttle))]
 pub(crate) fn check_pct(schedule: fn(), default: usize) {
-    shuttle::check_pct(schedule, iterations(default), 3);
+    let scheduler = shuttle::scheduler::PctScheduler::new(3, iterations(default));
+    shuttle::Runner::new(scheduler, config()).run(schedule);
+}
+
+/// Shuttle's defaults but for each thread's stack: 1 MiB instead of
+/// 60 KiB, which a store's open in a debug build outgrew on 2026-12-07
+/// (a `SIGSEGV` in `statx` under recovery, past the stack's guard page).
+#[cfg(all(test, shuttle))]
+fn config() -> shuttle::Config {
+    let mut config = shuttle::Config::new();
+    config.stack_size = 1 << 20;
+    config
 }
 
 #[cfg(all(test, shuttle))]
