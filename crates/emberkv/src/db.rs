@@ -1290,7 +1290,8 @@ impl Db {
     /// An item is an error where a get would fail: [`Error::Corruption`]
     /// for a record that fails its checksum (the iteration goes on past
     /// it; a damaged record met again, by the lookup of another key whose
-    /// entry had expired, is reported again), [`Error::Io`].
+    /// entry had expired, is reported again), [`Error::Io`]; in a forked
+    /// child, [`Error::Forked`] once, then `None`.
     ///
     /// While any iterator is alive, the files of segments that compaction
     /// retires stay on disk (an iterator may still read them) and are

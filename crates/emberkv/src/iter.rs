@@ -35,6 +35,9 @@ pub struct Iter<'a> {
     table: Arc<Table>,
     slot: usize,
     scratch: Vec<u8>,
+    /// Set once the iterator has returned [`crate::Error::Forked`] (in a
+    /// forked child): it then returns `None`.
+    refused: bool,
 }
 
 impl<'a> Iter<'a> {
@@ -46,6 +49,7 @@ impl<'a> Iter<'a> {
             table: db.core().index.table(0),
             slot: 0,
             scratch: Vec::new(),
+            refused: false,
         }
     }
 }
@@ -53,7 +57,8 @@ impl<'a> Iter<'a> {
 impl Drop for Iter<'_> {
     fn drop(&mut self) {
         let core = self.db.core();
-        if core.iterators.fetch_sub(1, Ordering::SeqCst) == 1 {
+        // In a forked child the retired files are the parent's to delete.
+        if core.iterators.fetch_sub(1, Ordering::SeqCst) == 1 && core.in_its_process().is_ok() {
             // Errors here are retried by the next compaction pass.
             let _ = core.delete_retired_files();
         }
@@ -64,6 +69,13 @@ impl Iterator for Iter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.db.core().in_its_process() {
+            if self.refused {
+                return None;
+            }
+            self.refused = true;
+            return Some(Err(e));
+        }
         loop {
             if self.slot == self.table.len() {
                 // Stays at the end once there: a call after `None` (as

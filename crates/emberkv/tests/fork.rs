@@ -57,7 +57,14 @@ fn a_forked_child_s_copy_of_a_handle_refuses_every_call_and_harms_nothing() {
             && refused(db.get(&1u32.to_le_bytes()).map(drop))
             && refused(db.sync())
             && refused(db.compact().map(drop))
-            && refused(db.stats().map(drop));
+            && refused(db.stats().map(drop))
+            && db
+                .iter()
+                .map(|item| item.map(drop))
+                .collect::<Vec<_>>()
+                .len()
+                == 1
+            && matches!(db.keys().next(), Some(Err(Error::Forked)));
         drop(db);
         // SAFETY: ends the child without running the test harness's exit.
         unsafe { libc::_exit(if all { 0 } else { 1 }) };
