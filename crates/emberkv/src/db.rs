@@ -809,8 +809,6 @@ impl Db {
         } else {
             options.hot_bytes
         };
-        // Before recovery maps any segment (see `Log::page_pool`).
-        let page_pool = Log::page_pool(hot_bytes);
         let cache = ReadCache::new(options.read_cache_bytes)?;
         let lock = if read_only {
             meta::lock_shared(dir)?
@@ -823,6 +821,9 @@ impl Db {
         // opening a store by a relative path (a daemon) would otherwise
         // look for them in the wrong place.
         let dir = &dir.canonicalize()?;
+        // Before any segment is opened and mapped (see `Log::page_pool`),
+        // and after the lock: an open it refuses maps nothing.
+        let page_pool = Log::page_pool(hot_bytes);
         let (mut meta, mut storage);
         if read_only {
             meta = meta::load(dir)?;
@@ -940,7 +941,7 @@ impl Db {
                 let _ = manifest::store_newest(dir, meta.store_id, newest);
             }
         }
-        let log = Arc::new(Log::with_page_pool(
+        let log = Arc::new(Log::new(
             storage, hot_bytes, cache, codec, tail, pads, page_pool,
         )?);
         let flusher = if read_only {

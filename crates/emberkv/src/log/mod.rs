@@ -238,22 +238,6 @@ impl Drop for Log {
 }
 
 impl Log {
-    /// A log whose records end at `tail`, all of it already durable (the
-    /// tests' log; `Db::open` makes its page pool first).
-    #[cfg(test)]
-    pub(crate) fn new(
-        storage: Segments,
-        hot_bytes: usize,
-        cache: ReadCache,
-        codec: Arc<Codec>,
-        tail: u64,
-        pad_bytes: HashMap<u64, u64>,
-    ) -> Log {
-        let page_pool = Log::page_pool(hot_bytes);
-        Log::with_page_pool(storage, hot_bytes, cache, codec, tail, pad_bytes, page_pool)
-            .expect("a test log's first page")
-    }
-
     /// The pool of a hot tier of `hot_bytes`: frames for a hot tier full
     /// of pages, and for the pool's stock, in one map made now. `Db::open`
     /// makes it before recovery maps any segment, so that where address
@@ -274,7 +258,7 @@ impl Log {
     /// # Errors
     /// [`Error::Io`] (`OutOfMemory`) when the first page's memory cannot
     /// be had.
-    pub(crate) fn with_page_pool(
+    pub(crate) fn new(
         storage: Segments,
         hot_bytes: usize,
         cache: ReadCache,
@@ -1991,7 +1975,9 @@ pub(crate) mod tests {
             )),
             0,
             HashMap::new(),
+            Log::page_pool(hot_bytes),
         )
+        .unwrap()
     }
 
     /// Appends `value` under key `i`; returns the end of its record.
@@ -2952,7 +2938,9 @@ pub(crate) mod tests {
             Arc::new(Codec::new(crate::Compression::None, None, 1 << 20)),
             1 << 20,
             HashMap::new(),
-        );
+            Log::page_pool(1 << 20),
+        )
+        .unwrap();
         assert_eq!(log.sealed_lengths.lock().get(&1), Some(&(1 << 20)));
         assert_eq!(log.sealed_unwritten(), []);
     }

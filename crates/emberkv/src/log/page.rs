@@ -761,13 +761,11 @@ fn zeroed(len: usize) -> std::io::Result<Buffer> {
 /// aborted the process under `ulimit -v` until 2026-12-07: an attack
 /// helper's finding).
 fn faulted_in(len: usize) -> Option<Buffer> {
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(len).ok()?;
-    bytes.resize(len, 0u8);
-    for byte in bytes.iter_mut().step_by(4096) {
-        *byte = 1;
+    let mut buffer = zeroed(len).ok()?;
+    for byte in buffer.iter_mut().step_by(4096) {
+        *byte.get_mut() = 1;
     }
-    Some(into_cells(bytes.into_boxed_slice()))
+    Some(buffer)
 }
 
 fn into_cells(bytes: Box<[u8]>) -> Buffer {
