@@ -2030,6 +2030,17 @@ mod tests {
         segments.create(seg + 1, SEGMENT_HEADER_BYTES + 8).unwrap();
     }
 
+    /// Mapped segments in `dir` with a bound of `max_open` descriptors:
+    /// segments 0 to 3 written and sealed, 4 the newest.
+    fn four_sealed(dir: &Path, max_open: usize) -> Segments {
+        let segments = Segments::for_store(dir, BITS, 7, true, Ahead::Allocate).max_open(max_open);
+        segments.create(0, 0).unwrap();
+        for seg in 0..4 {
+            write_and_move_on(&segments, seg);
+        }
+        segments
+    }
+
     fn open_segments(segments: &Segments) -> Vec<u64> {
         segments.open.table.load().keys().copied().collect()
     }
@@ -2128,11 +2139,7 @@ mod tests {
     #[test]
     fn a_retired_segment_is_counted_closed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate).max_open(2);
-        segments.create(0, 0).unwrap();
-        for seg in 0..4 {
-            write_and_move_on(&segments, seg);
-        }
+        let segments = four_sealed(dir.path(), 2);
         assert_eq!(segments.open_files().0, 2);
         for seg in 0..4 {
             segments.retire(seg).unwrap();
@@ -2149,11 +2156,7 @@ mod tests {
     #[test]
     fn a_retirement_whose_deletion_fails_still_gives_up_the_descriptor() {
         let dir = tempfile::tempdir().unwrap();
-        let segments = Segments::for_store(dir.path(), BITS, 7, true, Ahead::Allocate).max_open(8);
-        segments.create(0, 0).unwrap();
-        for seg in 0..4 {
-            write_and_move_on(&segments, seg);
-        }
+        let segments = four_sealed(dir.path(), 8);
         assert_eq!(with_files(&segments), [0, 1, 2, 3, 4]);
         let held = segments.open(1).unwrap();
         segments.fail_unlink_of.store(1, Ordering::Relaxed);
