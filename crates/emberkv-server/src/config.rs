@@ -1168,8 +1168,12 @@ impl Config {
     /// The engine options the server opens its store with: the hot tier
     /// and the space bound these settings give, compaction that, while
     /// writes go on, reclaims only what that bound calls for
-    /// ([`SERVER_COMPACTION_GARBAGE`]), and at most `store_files` segment
-    /// files open.
+    /// ([`SERVER_COMPACTION_GARBAGE`]), at most `store_files` segment
+    /// files open, and values stored as given (`Compression::None`, not
+    /// the engine's default LZ4): compaction compressing on the server's
+    /// one CPU made pipelined GETs after a SET run 36% slower with zstd
+    /// (0.57x redis-server against 1.15x, `docs/PERFORMANCE.md`,
+    /// 2026-12-01), and LZ4 has not been measured on the server yet.
     pub fn engine_options(&self) -> emberkv::Options {
         let bound = match self.aof_rewrite_percentage {
             0 => f64::INFINITY,
@@ -1180,6 +1184,7 @@ impl Config {
             .max_space_amplification(bound)
             .compaction_garbage(Some(SERVER_COMPACTION_GARBAGE))
             .max_open_files(usize::try_from(self.store_files).unwrap_or(usize::MAX))
+            .compression(emberkv::Compression::None)
     }
 }
 

@@ -30,7 +30,7 @@ use crate::db::{Core, Current};
 use crate::dictionary::{self, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::{MAX_LOG_SPAN, ShardWriter, Slot, shard_of};
-use crate::record::{Entry, FLAG_COMPRESSED, FLAG_DICTIONARY, Record};
+use crate::record::{Entry, Record, VALUE_FLAGS};
 use crate::recovery::{Chunk, for_each_record, for_each_record_ahead};
 use crate::storage::SEGMENT_HEADER_BYTES;
 
@@ -222,7 +222,7 @@ const TRAINING_SAMPLE_BYTES: u64 = 1 << 20;
 /// compressed (with [`crate::Options::compress_cold_segments`], the
 /// maintenance thread calls it while writers are quiet).
 pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u64)> {
-    if core.log.codec().compresses_at().is_none() {
+    if !core.log.codec().compresses() {
         return Ok((CompactionReport::default(), from));
     }
     let Some(_one_at_a_time) = core.compaction_lock.try_lock() else {
@@ -254,7 +254,7 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
 }
 
 /// Trains a dictionary (see [`train_dictionary`]) when the store
-/// compresses, has none, and its logical bytes reached the point set by
+/// compresses with zstd, has none, and its logical bytes reached the point set by
 /// the last try (each try, with samples enough or not, doubles it). The
 /// caller holds the compaction lock and wrote the log out to `written`.
 ///
@@ -262,7 +262,7 @@ pub(crate) fn recompress(core: &Core, from: u64) -> Result<(CompactionReport, u6
 /// As [`train_dictionary`].
 fn maybe_train_dictionary(core: &Core, written: u64) -> Result<()> {
     let codec = core.log.codec();
-    if codec.compresses_at().is_none() || codec.has_dictionary() {
+    if codec.zstd_level().is_none() || codec.has_dictionary() {
         return Ok(());
     }
     let logical = core.index.totals().logical_bytes;
@@ -286,7 +286,7 @@ fn maybe_train_dictionary(core: &Core, written: u64) -> Result<()> {
 /// I/O errors and corruption met reading the segments or storing the
 /// dictionary.
 fn train_dictionary(core: &Core, written: u64) -> Result<bool> {
-    let Some(level) = core.log.codec().compresses_at() else {
+    let Some(level) = core.log.codec().zstd_level() else {
         return Ok(false);
     };
     let storage = core.log.storage();
@@ -484,8 +484,7 @@ struct Found {
     /// up to `end`.
     key: Range<usize>,
     end: usize,
-    /// [`FLAG_COMPRESSED`] and [`FLAG_DICTIONARY`], as they apply to
-    /// the value.
+    /// The [`VALUE_FLAGS`] that say how the value is stored.
     value_flags: u8,
     /// The record's flags byte and checksum (verified by the scan) when
     /// its value is copied as stored: a copy with the same flags is the
@@ -517,7 +516,7 @@ impl Group {
     /// lock: compressing 1 KiB takes microseconds.
     fn push(&mut self, core: &Core, addr: u64, hash: u64, record: &Record<'_>, now_ms: u64) {
         let codec = core.log.codec();
-        let compressed_now = (codec.compresses_at().is_some()
+        let compressed_now = (codec.compresses()
             && !record.header.is_compressed()
             && !core.compaction_is_behind()
             && record.is_live(now_ms)
@@ -533,7 +532,7 @@ impl Group {
             }
             None => {
                 self.bytes.extend_from_slice(record.stored_value);
-                let flags = record.header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY);
+                let flags = record.header.flags & VALUE_FLAGS;
                 // A record rewritten in place carries a span, which its
                 // copy (appended) does not: their bytes differ.
                 let source =
@@ -964,13 +963,22 @@ mod tests {
 
     #[test]
     fn compaction_compresses_the_values_it_copies_and_every_read_decodes_them() {
+        let zstd = Compression::Zstd { level: 1 };
+        compaction_compresses_with(zstd, Compression::Lz4);
+        compaction_compresses_with(Compression::Lz4, zstd);
+        compaction_compresses_with(Compression::Lz4, Compression::None);
+    }
+
+    /// Compaction with `compression`, then reads of every kind, and a
+    /// full replay of the store reopened with `reopened`.
+    fn compaction_compresses_with(compression: Compression, reopened: Compression) {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options::default()
             .segment_bytes(1 << 20)
             .hot_bytes(4 << 20)
             .read_cache_bytes(0)
             .compaction_garbage(None)
-            .compression(Compression::Zstd { level: 1 });
+            .compression(compression);
         let db = Db::open(dir.path(), opts.clone()).unwrap();
         let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for i in 0..300u32 {
@@ -1022,7 +1030,7 @@ mod tests {
         assert!(crate::check(dir.path()).unwrap().is_clean());
         // Full replay counts the compressed records' decoded lengths.
         std::fs::remove_file(dir.path().join("CHECKPOINT")).unwrap();
-        let db = Db::open(dir.path(), opts).unwrap();
+        let db = Db::open(dir.path(), opts.compression(reopened)).unwrap();
         assert_eq!(db.get(k0).unwrap().as_deref(), Some(&b"replaced"[..]));
         for (k, v) in &want[1..] {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "after replay");

@@ -110,13 +110,14 @@ pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// Version 2 added compressed values (record flags 16 and 32) and the
 /// `DICTIONARY` file; version 3 the durable mark in segment headers (see
 /// the README's "Durability contract"); version 4 the span of a record
-/// updated in place (record bytes 5..8, before then reserved). This build
-/// reads stores of versions 1 to 3 too, and [`Db::open`] marks them
-/// version 4 before writing anything, so that an older build refuses them
+/// updated in place (record bytes 5..8, before then reserved); version 5
+/// values compressed as LZ4 blocks (record flag 64). This build reads
+/// stores of versions 1 to 4 too, and [`Db::open`] marks them version 5
+/// before writing anything, so that an older build refuses them
 /// ([`Error::IncompatibleFormat`]) instead of taking a compressed record
 /// for a torn tail, a marked header for a damaged one, or a span for
 /// damage.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// Oldest on-disk format version this build reads.
 pub(crate) const OLDEST_READABLE_VERSION: u32 = 1;
 

@@ -244,16 +244,23 @@ pub struct Options {
     /// store's own values is adopted when it measures 15% better (small
     /// values that share structure, such as JSON documents). On values
     /// half random bytes and half a repeated pattern (the benchmark's
-    /// default) zstd level 1 stores 1 KiB in about 550 bytes, and a read of
-    /// a compressed record spends about 0.4 µs decompressing it.
+    /// default), 1 KiB is stored in about 580 bytes by LZ4 and 550 by zstd
+    /// level 1, and a read of a compressed record spends about 0.08 µs
+    /// (LZ4) or 0.3 µs (zstd) decompressing it (measured 2026-12-07).
     ///
-    /// Default `Compression::None`: compressing costs the CPU that reads
-    /// and writes need (measured: `overwrite` about 15% slower against
-    /// fjall; emberkv-server pinned to one CPU served pipelined GETs after
-    /// a SET run 36% slower, 0.57x redis-server against 1.15x without),
-    /// for disk space (space amplification after overwrites settling at
-    /// 0.9 instead of 1.2). Choose `Compression::Zstd { level: 1 }` when
-    /// disk space matters more than CPU.
+    /// Default `Compression::Lz4`: under the space bound, smaller copies
+    /// leave more room for garbage, so compaction runs less and copies
+    /// fewer bytes. In the benchmark harness (2026-12-07, three alternated
+    /// rounds against `Compression::None`) `overwrite` ran 1.45 times and
+    /// `ycsb-a` and `ycsb-f` 1.7 times as fast, the files settled at 0.9
+    /// of the logical bytes instead of 1.2, and gets of the compacted data
+    /// afterwards cost the same CPU (`readrandom`) to 5 % more (`ycsb-c`);
+    /// see `docs/PERFORMANCE.md`. Choose `Compression::None` for values
+    /// that do not compress (each copy then spends about 1.1 µs a KiB
+    /// finding that out, unless compaction is behind the writers), and
+    /// `Compression::Zstd { level: 1 }` for a little more space saved, or
+    /// a dictionary for small structured values, at about five times
+    /// LZ4's CPU to compress and four times to decompress.
     pub compression: Compression,
     /// While writers are quiet (less than 1 MiB appended over half a
     /// second, and no compaction due), let the background thread rewrite
@@ -312,7 +319,7 @@ impl Default for Options {
             segment_bytes: 256 << 20,
             compaction_garbage: Some(0.5),
             max_space_amplification: 1.5,
-            compression: Compression::None,
+            compression: Compression::Lz4,
             compress_cold_segments: false,
             read_only: false,
         }
@@ -386,7 +393,7 @@ impl Options {
         self
     }
 
-    /// Sets [`Options::compression`] (default `Compression::None`).
+    /// Sets [`Options::compression`] (default `Compression::Lz4`).
     #[must_use]
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = compression;

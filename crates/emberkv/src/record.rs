@@ -61,16 +61,21 @@ pub(crate) const FLAG_COMPRESSED: u8 = 16;
 /// Flag, with [`FLAG_COMPRESSED`] only: compressed with the store's
 /// dictionary (`dictionary.rs`).
 pub(crate) const FLAG_DICTIONARY: u8 = 32;
-const KNOWN_FLAGS: u8 =
-    FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH | FLAG_COMPRESSED | FLAG_DICTIONARY;
+/// Flag, with [`FLAG_COMPRESSED`] and without [`FLAG_DICTIONARY`]: the
+/// frame is an LZ4 block, not a zstd frame (`compression.rs`).
+pub(crate) const FLAG_LZ4: u8 = 64;
+/// The flags that say how a value is stored: a copy of a record that keeps
+/// its stored value keeps these.
+pub(crate) const VALUE_FLAGS: u8 = FLAG_COMPRESSED | FLAG_DICTIONARY | FLAG_LZ4;
+const KNOWN_FLAGS: u8 = FLAG_TOMBSTONE | FLAG_PAD | FLAG_EXPIRY | FLAG_BATCH | VALUE_FLAGS;
 
 const _: () = assert!(HEADER_BYTES == 4 + 1 + 3 + 4 + 4);
 
 /// A record to be written.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry<'a> {
-    /// [`FLAG_TOMBSTONE`], [`FLAG_BATCH`], [`FLAG_COMPRESSED`] and/or
-    /// [`FLAG_DICTIONARY`].
+    /// [`FLAG_TOMBSTONE`], [`FLAG_BATCH`], and the [`VALUE_FLAGS`] of a
+    /// compressed value.
     pub flags: u8,
     /// Unix time in ms after which the key is gone.
     pub expires_at: Option<u64>,
@@ -229,6 +234,8 @@ impl Header {
         if header.flags & !KNOWN_FLAGS != 0
             || header.flags & (FLAG_COMPRESSED | FLAG_TOMBSTONE) == FLAG_COMPRESSED | FLAG_TOMBSTONE
             || header.flags & (FLAG_COMPRESSED | FLAG_DICTIONARY) == FLAG_DICTIONARY
+            || header.flags & (FLAG_COMPRESSED | FLAG_LZ4) == FLAG_LZ4
+            || header.flags & (FLAG_DICTIONARY | FLAG_LZ4) == FLAG_DICTIONARY | FLAG_LZ4
         {
             return Err(Error::corruption(addr, "unknown record flags"));
         }
@@ -449,6 +456,45 @@ mod tests {
         roundtrip(FLAG_TOMBSTONE, None, b"gone", b"");
         roundtrip(FLAG_BATCH, Some(1_700_000_000_000), b"k", b"v");
         roundtrip(0, Some(0), &[0u8; 300], &[7u8; 5000]);
+    }
+
+    #[test]
+    fn only_meaningful_value_flags_parse() {
+        let entry = Entry {
+            flags: 0,
+            expires_at: None,
+            key: b"k",
+            value: b"stored value",
+        };
+        let buf = encode(&entry);
+        for flags in [
+            FLAG_COMPRESSED,
+            FLAG_COMPRESSED | FLAG_DICTIONARY,
+            FLAG_COMPRESSED | FLAG_LZ4,
+            FLAG_COMPRESSED | FLAG_LZ4 | FLAG_BATCH,
+        ] {
+            let mut b = buf.clone();
+            b[4] = flags;
+            assert_eq!(Header::parse(&b, 0).unwrap().flags, flags);
+        }
+        for flags in [
+            FLAG_DICTIONARY,
+            FLAG_LZ4,
+            FLAG_DICTIONARY | FLAG_LZ4,
+            FLAG_COMPRESSED | FLAG_DICTIONARY | FLAG_LZ4,
+            FLAG_COMPRESSED | FLAG_LZ4 | FLAG_TOMBSTONE,
+            128,
+        ] {
+            let mut b = buf.clone();
+            b[4] = flags;
+            assert!(
+                matches!(
+                    Header::parse(&b, 3),
+                    Err(Error::Corruption { offset: 3, .. })
+                ),
+                "flags {flags}"
+            );
+        }
     }
 
     #[test]
