@@ -284,16 +284,8 @@ impl Codec {
         // reused for values of one size is not zeroed on each read.
         out.truncate(len);
         out.resize(len, 0);
-        match lz4_flex::block::decompress_into(block, out) {
-            Ok(n) if n == len => Ok(()),
-            _ => {
-                out.clear();
-                Err(Error::corruption(
-                    addr,
-                    "compressed value does not decode to its length",
-                ))
-            }
-        }
+        let written = lz4_flex::block::decompress_into(block, out);
+        decoded_exactly(written, len, out, addr)
     }
 
     fn decompress_with(
@@ -326,17 +318,26 @@ impl Codec {
             out.reserve(len);
             d.decompress(out, frame)
         };
-        match written {
-            Ok(n) if n == len => Ok(()),
-            _ => {
-                out.clear();
-                Err(Error::corruption(
-                    addr,
-                    "compressed value does not decode to its length",
-                ))
-            }
-        }
+        decoded_exactly(written, len, out, addr)
     }
+}
+
+/// `Ok` when a decoder's `written` says it wrote exactly `len` bytes into
+/// `out`; otherwise empties `out` and reports the value at `addr` damaged.
+fn decoded_exactly<E>(
+    written: std::result::Result<usize, E>,
+    len: usize,
+    out: &mut Vec<u8>,
+    addr: u64,
+) -> Result<()> {
+    if matches!(written, Ok(n) if n == len) {
+        return Ok(());
+    }
+    out.clear();
+    Err(Error::corruption(
+        addr,
+        "compressed value does not decode to its length",
+    ))
 }
 
 /// Compresses `value` as one LZ4 block after its length into `out`, for
