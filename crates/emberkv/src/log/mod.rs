@@ -671,12 +671,9 @@ impl Log {
     /// pending (see [`Log::seal_at_page_end`]).
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
         let seg = self.storage.segment_of(a.page.start());
-        // Put back if the page's memory cannot be had (below).
-        let pending = if new_segment {
-            None
-        } else {
-            a.seal_pending.take()
-        };
+        // Consumed (cleared) only once the new page is in place: a seal
+        // that fails below stays pending for the next append.
+        let pending = if new_segment { None } else { a.seal_pending };
         let new_segment = new_segment
             || pending.is_some_and(|(pending, _)| pending == seg)
             || a.page.end() - self.storage.segment_start(seg)
@@ -706,8 +703,9 @@ impl Log {
         let mut start = a.page.end();
         let mut bytes = page_len(0);
         let mut skip = 0;
-        // What `sealed_lengths` held for the next segment, once it is set.
-        let mut sealed_before = None;
+        // The sealed segment's length, recorded for the flusher once the
+        // new page is in place.
+        let mut sealed_len = None;
         // Less room than a pad is left only at a segment's end (see
         // `Log::new`): the segment then ends at the tail.
         let same_segment = !new_segment
@@ -723,8 +721,7 @@ impl Log {
             start = self.storage.segment_start(seg + 1);
             bytes = page_len(SEGMENT_HEADER_BYTES);
             self.check_span(start + bytes)?;
-            let sealed_len = a.tail - self.storage.segment_start(seg);
-            sealed_before = Some(self.sealed_lengths.lock().insert(seg + 1, sealed_len));
+            sealed_len = Some(a.tail - self.storage.segment_start(seg));
             skip = start - a.tail;
         }
         if !same_segment || start / MILESTONE_BYTES != a.page.start() / MILESTONE_BYTES {
@@ -757,28 +754,29 @@ impl Log {
         } else {
             start + SEGMENT_HEADER_BYTES
         };
-        let page = match Page::try_recycled(&self.page_pool, start, mem_start, bytes as usize) {
-            Ok(page) => Arc::new(page),
-            Err(e) => {
-                // Nothing of the new page was published: the next append
-                // starts it again, as this one would have (the pad written
-                // above stays, and is published).
-                a.seal_pending = pending;
-                if let Some(before) = sealed_before {
-                    let mut sealed = self.sealed_lengths.lock();
-                    match before {
-                        Some(len) => sealed.insert(seg + 1, len),
-                        None => sealed.remove(&(seg + 1)),
-                    };
-                }
-                return Err(e.into());
-            }
-        };
+        let page = Arc::new(Page::try_recycled(
+            &self.page_pool,
+            start,
+            mem_start,
+            bytes as usize,
+        )?);
+        // Every fallible step is behind: what follows changes the
+        // appender's state, and a failure above (the disk full at a
+        // write-out, a page's memory not to be had) left it as it was, for
+        // the next append to start this page again (the pad written above
+        // stays, and is published). Until 2026-12-07 the sealed length and
+        // the pending seal were changed before the write-outs, and a
+        // failed one lost the seal.
+        if pending.is_some() {
+            a.seal_pending = None;
+        }
+        if let Some(len) = sealed_len {
+            // Before the tail that the flusher follows into the segment.
+            self.sealed_lengths.lock().insert(seg + 1, len);
+        }
         self.pages
             .store(Arc::new(self.pages.load().with(Arc::clone(&page))));
         a.page = page;
-        // Counted only now, with the tail that moves past it: a seal that
-        // failed above left both as they were.
         a.skipped += skip;
         a.tail = mem_start;
         a.resident_bytes += bytes as usize;
@@ -2317,6 +2315,53 @@ pub(crate) mod tests {
             append_at(&log, i, &value);
             i += 1;
         }
+        log.write_out().unwrap();
+        assert_eq!(log.appended(), files_grown_by(&log));
+    }
+
+    /// A seal pending at the page's end survives a failure to start the
+    /// next segment's page (the disk full when the hot tier must make room
+    /// for it): the append fails, the next one starts the next segment.
+    /// Until 2026-12-07 the pending seal was taken and the next segment's
+    /// sealed length recorded before the write-out, and the failure lost
+    /// the seal: the retried append went on in the same segment.
+    #[test]
+    fn a_pending_seal_survives_a_failed_page_change() {
+        let dir = tempfile::tempdir().unwrap();
+        // A hot tier of 4 pages, all resident and unwritten when the
+        // fifth must evict the first.
+        let log = log_in(dir.path(), 24, 4 << 20, 0);
+        let value = vec![3u8; 1000];
+        let mut i = 0u32;
+        append_until(
+            &log,
+            &mut i,
+            &value,
+            3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2,
+        );
+        log.storage.full_from.store(0, Ordering::Relaxed);
+        log.seal_at_page_end(0, Duration::from_secs(60)).unwrap();
+        let full = loop {
+            let key = i.to_le_bytes();
+            let entry = Entry {
+                flags: 0,
+                expires_at: None,
+                key: &key,
+                value: &value,
+            };
+            match log.append(&entry) {
+                Ok(_) => i += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(full.is_exhaustion(), "{full}");
+        assert_eq!(log.storage.segment_of(log.tail()), 0);
+        assert!(log.appender.lock().seal_pending.is_some());
+        assert_eq!(log.sealed_lengths.lock().get(&1), None);
+        log.storage.full_from.store(u64::MAX, Ordering::Relaxed);
+        let addr = append_at(&log, i, &value);
+        assert_eq!(log.storage.segment_of(addr), 1);
+        assert!(log.appender.lock().seal_pending.is_none());
         log.write_out().unwrap();
         assert_eq!(log.appended(), files_grown_by(&log));
     }
