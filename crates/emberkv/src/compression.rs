@@ -87,9 +87,42 @@ thread_local! {
     /// This thread's compression contexts: for frames without a
     /// dictionary (with the level it is set to) and with one.
     static COMPRESSORS: RefCell<Option<Compressors>> = const { RefCell::new(None) };
-    /// This thread's decompression context and a buffer for a payload
-    /// that must leave the buffer it is decompressed into.
-    static DECOMPRESSOR: RefCell<Option<(DCtx<'static>, Vec<u8>)>> = const { RefCell::new(None) };
+    /// This thread's decompression context (made at its first zstd
+    /// frame) and a buffer for a payload that must leave the buffer it is
+    /// decompressed into.
+    static DECOMPRESSOR: RefCell<Decompressor> = const { RefCell::new(Decompressor::new()) };
+}
+
+/// A thread's zstd decompression context, made when a zstd frame first
+/// needs it (a thread that reads only LZ4 blocks has none: a context holds
+/// about 100 KiB), and its scratch buffer.
+struct Decompressor {
+    context: Option<DCtx<'static>>,
+    scratch: Vec<u8>,
+}
+
+impl Decompressor {
+    const fn new() -> Decompressor {
+        Decompressor {
+            context: None,
+            scratch: Vec::new(),
+        }
+    }
+}
+
+/// The zstd context in `slot`, made first if there is none.
+///
+/// # Errors
+/// [`Error::Io`] when a context cannot be allocated.
+fn context<'a>(slot: &'a mut Option<DCtx<'static>>) -> Result<&'a mut DCtx<'static>> {
+    if slot.is_none() {
+        *slot = Some(DCtx::try_create().ok_or_else(|| {
+            Error::Io(std::io::Error::other(
+                "cannot allocate a zstd decompression context",
+            ))
+        })?);
+    }
+    Ok(slot.as_mut().expect("made above"))
 }
 
 struct Compressors {
@@ -220,8 +253,9 @@ impl Codec {
     /// # Errors
     /// [`Error::Corruption`] (at `addr`) when the payload is malformed,
     /// does not decode to exactly its stated length, or names a dictionary
-    /// the store does not have; an I/O error when no decompression context
-    /// can be had.
+    /// the store does not have; an I/O error when a zstd frame needs a
+    /// decompression context and none can be had (an LZ4 block needs
+    /// none).
     pub(crate) fn decompress(
         &self,
         flags: u8,
@@ -232,7 +266,7 @@ impl Codec {
         if flags & FLAG_LZ4 != 0 {
             return self.decompress_lz4(payload, out, addr);
         }
-        with_decompressor(|d, _| self.decompress_with(d, flags, payload, out, addr))
+        with_decompressor(|d| self.decompress_with(&mut d.context, flags, payload, out, addr))
     }
 
     /// Replaces the contents of `buf` with the decoded form of the stored
@@ -247,10 +281,10 @@ impl Codec {
         range: std::ops::Range<usize>,
         addr: u64,
     ) -> Result<()> {
-        with_decompressor(|d, scratch| {
-            scratch.clear();
-            scratch.extend_from_slice(&buf[range]);
-            self.decompress_with(d, flags, scratch, buf, addr)
+        with_decompressor(|d| {
+            d.scratch.clear();
+            d.scratch.extend_from_slice(&buf[range]);
+            self.decompress_with(&mut d.context, flags, &d.scratch, buf, addr)
         })
     }
 
@@ -288,9 +322,11 @@ impl Codec {
         decoded_exactly(written, len, out, addr)
     }
 
+    /// [`Codec::decompress`] with the zstd context in `d` (made there if
+    /// a zstd frame needs one and there is none).
     fn decompress_with(
         &self,
-        d: &mut DCtx<'static>,
+        d: &mut Option<DCtx<'static>>,
         flags: u8,
         payload: &[u8],
         out: &mut Vec<u8>,
@@ -301,6 +337,7 @@ impl Codec {
         }
         let len = self.checked_len(payload, addr)?;
         let frame = &payload[LEN_BYTES..];
+        let d = context(d)?;
         out.clear();
         let written = if flags & FLAG_DICTIONARY != 0 {
             let dictionary = self.dictionary.load();
@@ -416,32 +453,19 @@ fn with_compressors<T>(
 /// Calls `f` with this thread's decompression context and scratch buffer,
 /// or with ones made for the call when the thread's cannot be used (during
 /// thread-local destruction).
-fn with_decompressor<T>(
-    f: impl FnOnce(&mut DCtx<'static>, &mut Vec<u8>) -> Result<T>,
-) -> Result<T> {
-    let new_context = || {
-        DCtx::try_create().ok_or_else(|| {
-            Error::Io(std::io::Error::other(
-                "cannot allocate a zstd decompression context",
-            ))
-        })
-    };
+fn with_decompressor<T>(f: impl FnOnce(&mut Decompressor) -> Result<T>) -> Result<T> {
     let mut f = Some(f);
     let cached = DECOMPRESSOR.try_with(|cell| {
-        let mut cell = cell.try_borrow_mut().ok()?;
-        if cell.is_none() {
-            *cell = Some((new_context().ok()?, Vec::new()));
-        }
-        let (d, scratch) = cell.as_mut()?;
-        let done = f.take().expect("called once")(d, scratch);
-        if scratch.capacity() > KEEP_SCRATCH_UP_TO {
-            *scratch = Vec::new();
+        let mut d = cell.try_borrow_mut().ok()?;
+        let done = f.take().expect("called once")(&mut d);
+        if d.scratch.capacity() > KEEP_SCRATCH_UP_TO {
+            d.scratch = Vec::new();
         }
         Some(done)
     });
     match (cached, f) {
         (Ok(Some(done)), _) => done,
-        (_, Some(f)) => f(&mut new_context()?, &mut Vec::new()),
+        (_, Some(f)) => f(&mut Decompressor::new()),
         // `f` is taken only by a call that returns its result.
         (_, None) => Err(Error::Io(std::io::Error::other(
             "zstd decompression context lost",
@@ -577,6 +601,33 @@ pub(crate) mod tests {
         }
     }
 
+    /// A thread that reads only LZ4 blocks makes no zstd context (about
+    /// 100 KiB a thread): until 2026-12-07 `decompress_within`, the path
+    /// of every get of a compressed record, made one on each reading
+    /// thread, and an LZ4 read failed where it could not be allocated.
+    #[test]
+    fn lz4_reads_make_no_zstd_context() {
+        let has_context = || DECOMPRESSOR.with(|c| c.borrow().context.is_some());
+        std::thread::spawn(move || {
+            let value = compressible(300);
+            let mut stored = Vec::new();
+            let flags = lz4().compress(&value, &mut stored).unwrap();
+            let mut buf = b"header".to_vec();
+            buf.extend_from_slice(&stored);
+            let end = buf.len();
+            lz4().decompress_within(flags, &mut buf, 6..end, 0).unwrap();
+            assert_eq!(buf, value);
+            assert!(!has_context());
+            let (mut stored, mut out) = (Vec::new(), Vec::new());
+            let flags = zstd(1).compress(&value, &mut stored).unwrap();
+            lz4().decompress(flags, &stored, &mut out, 0).unwrap();
+            assert_eq!(out, value);
+            assert!(has_context());
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_dictionary_shrinks_small_documents_and_frames_name_it() {
         let docs = documents(3000);
@@ -650,8 +701,8 @@ pub(crate) mod tests {
         // Not a frame of this format (it has a content size), but it
         // decodes: what matters is the scratch copy of 3 MiB.
         let _ = codec.decompress_within(FLAG_COMPRESSED, &mut buf, start..end, 0);
-        let kept = DECOMPRESSOR.with(|c| c.borrow().as_ref().map(|(_, s)| s.capacity()));
-        assert!(kept.unwrap_or(0) <= KEEP_SCRATCH_UP_TO, "kept {kept:?}");
+        let kept = DECOMPRESSOR.with(|c| c.borrow().scratch.capacity());
+        assert!(kept <= KEEP_SCRATCH_UP_TO, "kept {kept}");
     }
 
     #[test]
