@@ -787,7 +787,8 @@ impl Db {
     ///   the index checkpoint records as durable, a missing segment, a log
     ///   that ends before the checkpoint's `covered`, the meta file, the
     ///   compression dictionary);
-    /// - [`Error::IncompatibleFormat`] for a store of another format version;
+    /// - [`Error::IncompatibleFormat`] for a store of a format version this
+    ///   build does not read (newer than [`crate::FORMAT_VERSION`]);
     /// - [`Error::Io`] for failed system calls, among them reading an index
     ///   checkpoint that is there (one that fails its checks is ignored,
     ///   one that cannot be read is not: what it records as durable could

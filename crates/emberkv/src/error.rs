@@ -85,8 +85,9 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
 
-    /// A path given to emberkv cannot be used: `check` of a directory that
-    /// holds no store, or a `backup` destination that is not empty.
+    /// A path given to emberkv cannot be used: a store path that is not a
+    /// directory, a read-only open or `check` of a directory that holds no
+    /// store, or a `backup` destination that is not empty.
     #[error("{path}: {reason}")]
     InvalidPath {
         /// The path.

@@ -47,8 +47,9 @@ pub struct Options {
     /// window of recent misses and evicted by CLOCK (see the `cache`
     /// module, after S3-FIFO): a record read once costs its address in a
     /// queue only, so a scan does not flush what is read often. Each record costs its size plus 64 bytes
-    /// of bookkeeping; a record above a 640th of this (52 KiB of the
-    /// default) is not cached. 0 turns the cache off. Default 32 MiB; at
+    /// of bookkeeping; a record costing more than a 640th of what is left
+    /// of this after the address tables (about 49 KiB of the default) is
+    /// not cached. 0 turns the cache off. Default 32 MiB; at
     /// most 2^40. Its address tables (a 26th to a 13th of it) are
     /// allocated at open, and refused ([`Error::InvalidOptions`]) when
     /// they would exceed the machine's physical memory or cannot be
@@ -264,8 +265,9 @@ pub struct Options {
     pub compression: Compression,
     /// While writers are quiet (less than 1 MiB appended over half a
     /// second, and no compaction due), let the background thread rewrite
-    /// one sealed segment a second whose values would shrink it by a
-    /// quarter: values written once and never overwritten get compressed
+    /// one sealed segment a second whose rewrite (dropping records that
+    /// are not their key's newest, compressing raw values) would shrink
+    /// it by a quarter: values written once and never overwritten get compressed
     /// too (compaction compresses only what it copies). Off by default:
     /// reads of the rewritten records decompress and the rewriting takes
     /// CPU from readers (in the benchmark harness, on a freshly loaded
@@ -302,7 +304,7 @@ pub struct Options {
     /// fails with [`crate::Error::InvalidPath`] (none is created). Of the
     /// other options only `key_capacity`, `read_cache_bytes`,
     /// `map_cold_reads` and `max_open_files` apply (the hot tier, which holds nothing read-only,
-    /// is 4 pages). Default `false`.
+    /// is 4 pages); all are still validated, as for a writable open. Default `false`.
     pub read_only: bool,
 }
 

@@ -667,12 +667,20 @@ impl Log {
 
     /// Pads the rest of the current page and starts a page with room for
     /// `len` bytes after it, or at the start of the next segment when it
-    /// would cross the segment's end, `new_segment` is set or a seal is
-    /// pending (see [`Log::seal_at_page_end`]).
+    /// would cross the segment's end, `new_segment` is set, a seal is
+    /// pending (see [`Log::seal_at_page_end`]) or the segment has reached
+    /// the appender's seal length (see [`Log::set_seal_after`]).
+    ///
+    /// # Errors
+    /// As for [`Log::append`]. A failure leaves the appender as it was,
+    /// but for the pad (published) and a log milestone counted, so that a
+    /// retried page change counts two.
     fn next_page(&self, a: &mut Appender, len: u64, new_segment: bool) -> Result<()> {
         let seg = self.storage.segment_of(a.page.start());
-        // Consumed (cleared) only once the new page is in place: a seal
-        // that fails below stays pending for the next append.
+        // Cleared only once the new page is in place: a seal that fails
+        // below stays pending for the next append. (A seal made at once,
+        // `new_segment` set, leaves the request in place, for the next page
+        // change to clear.)
         let pending = if new_segment { None } else { a.seal_pending };
         let new_segment = new_segment
             || pending.is_some_and(|(pending, _)| pending == seg)
