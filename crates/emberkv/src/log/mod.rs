@@ -2297,15 +2297,12 @@ pub(crate) mod tests {
         files - SEGMENT_HEADER_BYTES
     }
 
-    /// A seal that fails (the disk full when the hot tier must make room
-    /// for the next segment's page) counts no skipped addresses: counted
-    /// before the failure, they pinned `appended` at 0 (found in review:
-    /// five failed seals, then 6.2 MB appended, and `appended` read 0,
-    /// which held the space bound's throttle off).
-    #[test]
-    fn a_failed_seal_leaves_appended_the_files_growth() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = log_in(dir.path(), 24, 4 << 20, 0);
+    /// A log of 16 MiB segments whose hot tier of 4 pages holds records
+    /// of 1,000 bytes to the middle of its fourth page, none written out:
+    /// the next page must evict the first, writing it out. Returns the log,
+    /// the value and the next record's key number.
+    fn four_pages_unwritten(dir: &std::path::Path) -> (Log, Vec<u8>, u32) {
+        let log = log_in(dir, 24, 4 << 20, 0);
         let value = vec![3u8; 1000];
         let mut i = 0u32;
         append_until(
@@ -2314,6 +2311,18 @@ pub(crate) mod tests {
             &value,
             3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2,
         );
+        (log, value, i)
+    }
+
+    /// A seal that fails (the disk full when the hot tier must make room
+    /// for the next segment's page) counts no skipped addresses: counted
+    /// before the failure, they pinned `appended` at 0 (found in review:
+    /// five failed seals, then 6.2 MB appended, and `appended` read 0,
+    /// which held the space bound's throttle off).
+    #[test]
+    fn a_failed_seal_leaves_appended_the_files_growth() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, value, mut i) = four_pages_unwritten(dir.path());
         log.storage.full_from.store(0, Ordering::Relaxed);
         for _ in 0..5 {
             assert!(log.seal_segment().is_err());
@@ -2336,17 +2345,7 @@ pub(crate) mod tests {
     #[test]
     fn a_pending_seal_survives_a_failed_page_change() {
         let dir = tempfile::tempdir().unwrap();
-        // A hot tier of 4 pages, all resident and unwritten when the
-        // fifth must evict the first.
-        let log = log_in(dir.path(), 24, 4 << 20, 0);
-        let value = vec![3u8; 1000];
-        let mut i = 0u32;
-        append_until(
-            &log,
-            &mut i,
-            &value,
-            3 * PAGE_BYTES as u64 + PAGE_BYTES as u64 / 2,
-        );
+        let (log, value, mut i) = four_pages_unwritten(dir.path());
         log.storage.full_from.store(0, Ordering::Relaxed);
         log.seal_at_page_end(0, Duration::from_secs(60)).unwrap();
         let full = loop {
