@@ -263,9 +263,6 @@ impl Codec {
         out: &mut Vec<u8>,
         addr: u64,
     ) -> Result<()> {
-        if flags & FLAG_LZ4 != 0 {
-            return self.decompress_lz4(payload, out, addr);
-        }
         with_decompressor(|d| self.decompress_with(&mut d.context, flags, payload, out, addr))
     }
 
@@ -468,7 +465,7 @@ fn with_decompressor<T>(f: impl FnOnce(&mut Decompressor) -> Result<T>) -> Resul
         (_, Some(f)) => f(&mut Decompressor::new()),
         // `f` is taken only by a call that returns its result.
         (_, None) => Err(Error::Io(std::io::Error::other(
-            "zstd decompression context lost",
+            "the thread's decompressor was lost",
         ))),
     }
 }
@@ -617,6 +614,9 @@ pub(crate) mod tests {
             let end = buf.len();
             lz4().decompress_within(flags, &mut buf, 6..end, 0).unwrap();
             assert_eq!(buf, value);
+            let mut out = Vec::new();
+            zstd(1).decompress(flags, &stored, &mut out, 0).unwrap();
+            assert_eq!(out, value);
             assert!(!has_context());
             let (mut stored, mut out) = (Vec::new(), Vec::new());
             let flags = zstd(1).compress(&value, &mut stored).unwrap();
