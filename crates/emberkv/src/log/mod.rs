@@ -3063,7 +3063,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// Regression (2026-12-08): the gather counted the writers inside
+    /// Regression (2026-12-07): the gather counted the writers inside
     /// `make_durable`, and those the last sync covered stay inside until
     /// they take the group's lock again, one after the other. The last
     /// leader, back first with its next write, found "8 pending" (itself
