@@ -135,6 +135,8 @@ pub(crate) struct Core {
     /// ([`crate::fork::generation`]): a handle used where it differs is a
     /// forked child's copy.
     process: u64,
+    /// This open among the process's opens (see [`WriteMark`]).
+    open_id: u64,
     /// The manifest of retired segments, as last stored.
     pub(crate) retired: Mutex<Retired>,
     /// Held for a whole compaction pass: one at a time.
@@ -194,6 +196,23 @@ pub(crate) struct Core {
 /// Longest a write waits for compaction to catch up: 50 ms. A bound, not a
 /// rate: writers keep going (slowly) even if compaction cannot catch up.
 const THROTTLE_WAIT: Duration = Duration::from_millis(50);
+
+/// Stores opened by this process so far: each open's [`WriteMark`]s name
+/// it.
+static OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A place in a store's log from [`Db::write_mark`]: every write
+/// acknowledged before the mark was taken lies below it, and
+/// [`Db::is_durable`] tells when all of them are durable. A mark belongs
+/// to the open that made it: marks of one open compare by their place in
+/// its log (a later mark is never below an earlier one), and another
+/// handle (another store, or this store opened again) refuses it with
+/// [`Error::ForeignMark`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WriteMark {
+    open_id: u64,
+    address: u64,
+}
 
 /// The hot tier of a read-only handle, in bytes: the least
 /// [`Options::hot_bytes`] allows (4 pages); nothing is appended to it.
@@ -960,6 +979,7 @@ impl Db {
             sync_writes: options.sync_writes,
             read_only,
             process,
+            open_id: OPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             retired: Mutex::new(retired),
             compaction_lock: Mutex::new(()),
             compactions: AtomicU64::new(0),
@@ -1487,6 +1507,41 @@ impl Db {
     pub fn sync(&self) -> Result<()> {
         self.core.in_its_process()?;
         self.core.log.sync_all()
+    }
+
+    /// A mark past every write acknowledged so far, and every value a get
+    /// has returned so far (what [`Db::sync`] would make durable), for
+    /// [`Db::is_durable`]: to learn when writes are durable without
+    /// forcing an fdatasync, say before acknowledging them to another
+    /// system. One atomic load.
+    ///
+    /// # Errors
+    /// [`Error::Forked`] in a child forked after the open.
+    pub fn write_mark(&self) -> Result<WriteMark> {
+        self.core.in_its_process()?;
+        Ok(WriteMark {
+            open_id: self.core.open_id,
+            address: self.core.log.tail(),
+        })
+    }
+
+    /// Whether every write below `mark` is durable now: written to its
+    /// segment file and fdatasynced, so that it survives a crash of the
+    /// process or of the machine. Never waits and never syncs (one atomic
+    /// load); [`Db::sync`] forces it. By default a write becomes durable
+    /// within `flush_interval` plus one write-out and fdatasync (see
+    /// [`Options::flush_interval`]); with [`Options::sync_writes`], before
+    /// its call returns.
+    ///
+    /// # Errors
+    /// [`Error::ForeignMark`] for a mark another handle made;
+    /// [`Error::Forked`] in a child forked after the open.
+    pub fn is_durable(&self, mark: WriteMark) -> Result<bool> {
+        self.core.in_its_process()?;
+        if mark.open_id != self.core.open_id {
+            return Err(Error::ForeignMark);
+        }
+        Ok(self.core.log.durable() >= mark.address)
     }
 
     /// Writes an online, consistent copy of the store to directory `dest`

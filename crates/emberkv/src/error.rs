@@ -116,6 +116,12 @@ pub enum Error {
     /// once the parent has closed it.
     #[error("store handle inherited across fork(); open the store in this process instead")]
     Forked,
+
+    /// [`crate::Db::is_durable`] was given a [`crate::WriteMark`] that
+    /// another handle made (another store, or an earlier open of this
+    /// one): its place in this log means nothing.
+    #[error("write mark from another store handle")]
+    ForeignMark,
 }
 
 impl From<io::Error> for Error {

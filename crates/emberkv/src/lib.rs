@@ -95,7 +95,7 @@ pub use batch::WriteBatch;
 pub use check::{CheckReport, check};
 pub use compaction::CompactionReport;
 pub use compression::Compression;
-pub use db::Db;
+pub use db::{Db, WriteMark};
 pub use error::{Error, Result};
 pub use iter::Iter;
 pub use options::Options;

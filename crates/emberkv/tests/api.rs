@@ -298,3 +298,52 @@ fn sync_writes_from_many_threads_all_survive_reopen() -> TestResult {
     assert_eq!(db.get(b"7:99")?.as_deref(), Some(&99u32.to_le_bytes()[..]));
     Ok(())
 }
+
+#[test]
+fn write_marks_tell_when_writes_are_durable() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // The longest flush interval (1 s): a write just made is durable only
+    // if the flusher happened to run between it and the look.
+    let db = open_with(
+        dir.path(),
+        Options::default().flush_interval(std::time::Duration::from_secs(1)),
+    )?;
+    let empty = db.write_mark()?;
+    assert!(db.is_durable(empty)?, "nothing written: all durable");
+    let mut not_yet = 0;
+    for i in 0..20u32 {
+        db.insert(&i.to_le_bytes(), b"v")?;
+        not_yet += u32::from(!db.is_durable(db.write_mark()?)?);
+    }
+    assert!(
+        not_yet > 0,
+        "20 writes, each durable the moment it returned"
+    );
+    let mark = db.write_mark()?;
+    assert!(mark > empty);
+    assert!(db.is_durable(empty)?);
+    db.sync()?;
+    assert!(db.is_durable(mark)?);
+    db.insert(b"k2", b"v2")?;
+    assert!(db.is_durable(mark)?, "a later write does not undo it");
+
+    // Another store's mark, and a mark of an earlier open, are refused.
+    let other_dir = tempfile::tempdir()?;
+    let other = open(other_dir.path())?;
+    assert!(matches!(other.is_durable(mark), Err(Error::ForeignMark)));
+    db.close()?;
+    let db = open(dir.path())?;
+    assert!(matches!(db.is_durable(mark), Err(Error::ForeignMark)));
+    Ok(())
+}
+
+#[test]
+fn with_sync_writes_a_write_is_durable_when_it_returns() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open_with(dir.path(), Options::default().sync_writes(true))?;
+    for i in 0..100u32 {
+        db.insert(&i.to_le_bytes(), b"value")?;
+        assert!(db.is_durable(db.write_mark()?)?, "write {i}");
+    }
+    Ok(())
+}

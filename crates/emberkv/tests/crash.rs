@@ -349,6 +349,12 @@ fn crash_child() {
             s.spawn(move || {
                 let mut ack = File::create(acks.join(format!("ack-{cycle}-{w}"))).unwrap();
                 let mut n = start[w as usize];
+                // Default modes: the writes whose durability the store has
+                // not yet reported, with the marks taken after each, and
+                // the count of those it has (writes start.. were reported
+                // durable before the kill when a line says so).
+                let mut unconfirmed = std::collections::VecDeque::new();
+                let mut durable_to = n;
                 while Instant::now() < deadline {
                     let line = if mode == Mode::Updates {
                         db.insert(&update_key(w, n), &update_value(seed, w, n))
@@ -358,7 +364,8 @@ fn crash_child() {
                             let path = acks.join(format!("in-place-{cycle}"));
                             fs::write(path, stats.records_updated_in_place.to_string()).unwrap();
                         }
-                        format!("{n} {}\n", unix_nanos(SystemTime::now()))
+                        confirm(db, &mut unconfirmed, &mut durable_to, n);
+                        format!("{n} {} {durable_to}\n", unix_nanos(SystemTime::now()))
                     } else if mode == Mode::Flush {
                         let clock = CLOCK.fetch_add(1, Ordering::SeqCst);
                         let value = flush_value(seed, w, cycle, n, clock);
@@ -366,7 +373,8 @@ fn crash_child() {
                             .unwrap_or_else(|e| child_fail(&format!("insert: {e}")));
                         let acked = CLOCK.fetch_add(1, Ordering::SeqCst);
                         let now = unix_nanos(SystemTime::now());
-                        format!("{n} {acked} {now}\n")
+                        confirm(db, &mut unconfirmed, &mut durable_to, n);
+                        format!("{n} {acked} {now} {durable_to}\n")
                     } else {
                         let o = op(mode, seed, w, cycle, n);
                         let key = sync_key(w, o.key);
@@ -396,6 +404,32 @@ fn crash_child() {
             });
         }
     });
+}
+
+/// After write `n` returned: notes its [`emberkv::WriteMark`], and moves
+/// `durable_to` past every write the store now reports durable
+/// ([`Db::is_durable`]), so that the parent can check that each of them
+/// survived, however late the flusher ran on a loaded machine.
+fn confirm(
+    db: &Db,
+    unconfirmed: &mut std::collections::VecDeque<(u64, emberkv::WriteMark)>,
+    durable_to: &mut u64,
+    n: u64,
+) {
+    let mark = db
+        .write_mark()
+        .unwrap_or_else(|e| child_fail(&format!("write_mark: {e}")));
+    unconfirmed.push_back((n, mark));
+    while let Some(&(n, mark)) = unconfirmed.front() {
+        let durable = db
+            .is_durable(mark)
+            .unwrap_or_else(|e| child_fail(&format!("is_durable: {e}")));
+        if !durable {
+            break;
+        }
+        *durable_to = n + 1;
+        unconfirmed.pop_front();
+    }
 }
 
 fn child_fail(msg: &str) -> ! {
@@ -822,6 +856,7 @@ fn default_mode_keeps_a_prefix_after_sigkill() {
     let mut survived = vec![0u64; WRITERS as usize];
     let mut summary = Vec::new();
     let mut checked_window = 0;
+    let mut checked_reported = 0;
     for cycle in 0..CYCLES {
         let run = h.run(cycle, &survived);
         let ctx = h.ctx(cycle);
@@ -901,6 +936,18 @@ fn default_mode_keeps_a_prefix_after_sigkill() {
                 }
             }
         }
+        // What the store reported durable before the kill survived.
+        for (w, rows) in acks.iter().enumerate() {
+            let reported = rows.last().map_or(0, |row| row[3]);
+            checked_reported += u64::from(reported > survived[w]);
+            assert!(
+                reported <= now_survived[w],
+                "{ctx} writer {w}: the store reported seqs up to {} durable before the kill, \
+                 but only seqs up to {} survived",
+                reported as i64 - 1,
+                now_survived[w] as i64 - 1
+            );
+        }
         // The durability window.
         for (w, rows) in acks.iter().enumerate() {
             for row in rows {
@@ -937,9 +984,10 @@ fn default_mode_keeps_a_prefix_after_sigkill() {
     }
     eprintln!("flush mode:\n  {}", summary.join("\n  "));
     assert!(
-        survived.iter().sum::<u64>() > 0 && checked_window > 0,
-        "default mode: nothing survived or no write was old enough to check the window \
-         (survived {survived:?}, {checked_window} checked)"
+        survived.iter().sum::<u64>() > 0 && checked_window > 0 && checked_reported > 0,
+        "default mode: nothing survived, or no write was old enough to check the window, or \
+         none was reported durable (survived {survived:?}, {checked_window} checked against \
+         the window, {checked_reported} writers' reports)"
     );
 }
 
@@ -958,6 +1006,7 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
     // survived[w]: writer w's writes 0..survived[w] survived.
     let mut survived = vec![0u64; WRITERS as usize];
     let mut in_place = 0u64;
+    let mut checked_reported = 0u64;
     for cycle in 0..CYCLES {
         let run = h.run(cycle, &survived);
         let ctx = h.ctx(cycle);
@@ -992,6 +1041,17 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
                     (parts.next().unwrap(), parts.next().unwrap())
                 })
                 .collect();
+            let reported = run.acks[w as usize].last().map_or(0, |line| {
+                line.split(' ').nth(2).unwrap().parse::<u64>().unwrap()
+            });
+            checked_reported += u64::from(reported > survived[w as usize]);
+            assert!(
+                reported <= next,
+                "{ctx} writer {w}: the store reported writes up to {} durable before the kill, \
+                 but only writes up to {} survived",
+                reported as i64 - 1,
+                next as i64 - 1
+            );
             if let Some(&(last, _)) = acked.last() {
                 assert!(
                     next <= last + 2,
@@ -1019,5 +1079,9 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
     assert!(
         in_place > 0,
         "no write went in place: the scenario tests nothing new"
+    );
+    assert!(
+        checked_reported > 0,
+        "no write was reported durable before a kill: the check of the reports tests nothing"
     );
 }

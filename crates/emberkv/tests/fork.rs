@@ -41,6 +41,7 @@ fn a_forked_child_s_copy_of_a_handle_refuses_every_call_and_harms_nothing() {
     for k in 0..100u32 {
         db.insert(&k.to_le_bytes(), &value).unwrap();
     }
+    let mark = db.write_mark().unwrap();
     let (mut parent_end, mut child_end) = UnixStream::pair().unwrap();
     // SAFETY: this binary's only test runs on this thread; the store's
     // own threads may hold its locks at the fork, which the child never
@@ -58,6 +59,8 @@ fn a_forked_child_s_copy_of_a_handle_refuses_every_call_and_harms_nothing() {
             && refused(db.sync())
             && refused(db.compact().map(drop))
             && refused(db.stats().map(drop))
+            && refused(db.write_mark().map(drop))
+            && refused(db.is_durable(mark).map(drop))
             && db
                 .iter()
                 .map(|item| item.map(drop))
