@@ -1533,7 +1533,14 @@ impl Db {
     /// [`Options::flush_interval`]); with [`Options::sync_writes`], before
     /// its call returns.
     ///
+    /// A read-only handle writes nothing and answers `true`: the files it
+    /// reads may still hold bytes a writer killed before its fdatasync
+    /// left in the page cache, which its own open will sync.
+    ///
     /// # Errors
+    /// [`Error::Closed`] when a write or fdatasync failed (as
+    /// [`Db::sync`] would return) and the writes below `mark` are not
+    /// durable: nothing will make them so before the store is reopened;
     /// [`Error::ForeignMark`] for a mark another handle made;
     /// [`Error::Forked`] in a child forked after the open.
     pub fn is_durable(&self, mark: WriteMark) -> Result<bool> {
@@ -1541,7 +1548,7 @@ impl Db {
         if mark.open_id != self.core.open_id {
             return Err(Error::ForeignMark);
         }
-        Ok(self.core.log.durable() >= mark.address)
+        self.core.log.is_durable(mark.address)
     }
 
     /// Writes an online, consistent copy of the store to directory `dest`

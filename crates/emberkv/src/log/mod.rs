@@ -135,15 +135,25 @@ struct Commit {
     /// arrived before then appended before that sync's write-out, which
     /// covers it.
     arrivals_synced: u64,
+    /// The tail when the last leader began its sync: its write-out covers
+    /// at least every record below it.
+    syncing_through: u64,
     /// The writers the last sync covered, and how long it took.
     last_group: usize,
     last_sync: Duration,
 }
 
 impl Commit {
-    /// A writer entered `make_durable`.
-    fn arrive(&mut self) {
-        self.arrivals += 1;
+    /// A writer entered `make_durable` to wait for `upto`. One whose
+    /// records the sync in flight covers is not counted: it appended
+    /// before that sync's write-out but took the lock after its leader
+    /// began, and leaves when the sync ends (counted, it could be counted
+    /// again with its next write before the next sync, and end that
+    /// leader's gather one writer short).
+    fn arrive(&mut self, upto: u64) {
+        if !(self.leading && upto <= self.syncing_through) {
+            self.arrivals += 1;
+        }
     }
 
     /// Writers that arrived since the last sync began: those the next sync
@@ -162,10 +172,12 @@ impl Commit {
         self.last_group >= 2 && self.uncovered() < self.last_group
     }
 
-    /// A leader begins its sync: returns the writers it covers.
-    fn begin_sync(&mut self) -> usize {
+    /// A leader begins its sync of the log below `tail` at least: returns
+    /// the writers it covers.
+    fn begin_sync(&mut self, tail: u64) -> usize {
         let group = self.uncovered();
         self.arrivals_synced = self.arrivals;
+        self.syncing_through = tail;
         group
     }
 }
@@ -465,6 +477,27 @@ impl Log {
     /// Everything below this address is fdatasynced.
     pub(crate) fn durable(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// Whether every record below `addr` is durable: `Ok(false)` while a
+    /// flush or group commit may still make it so.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when it is not and the log is poisoned: nothing
+    /// will make it durable before the store is reopened.
+    pub(crate) fn is_durable(&self, addr: u64) -> Result<bool> {
+        if self.durable() >= addr {
+            return Ok(true);
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            // A sync that ended before the failure may have covered it.
+            return if self.durable() >= addr {
+                Ok(true)
+            } else {
+                Err(Error::Closed)
+            };
+        }
+        Ok(false)
     }
 
     /// Largest record (header, key and value) this log can hold, in bytes:
@@ -1178,7 +1211,7 @@ impl Log {
             return Ok(());
         }
         let mut commit = self.commit.lock();
-        commit.arrive();
+        commit.arrive(upto);
         if commit.gathering {
             self.arrived.notify_one();
         }
@@ -1199,7 +1232,7 @@ impl Log {
             }
             commit.leading = true;
             self.gather(commit);
-            let group = commit.begin_sync();
+            let group = commit.begin_sync(self.tail());
             let (result, took) = MutexGuard::unlocked(commit, || {
                 let started = Instant::now();
                 (self.write_and_sync(), started.elapsed())
@@ -2846,6 +2879,11 @@ pub(crate) mod tests {
             log.make_durable(last_of_segment_1),
             Err(Error::Closed)
         ));
+        assert!(matches!(
+            log.is_durable(last_of_segment_1),
+            Err(Error::Closed)
+        ));
+        assert!(log.is_durable(log.durable()).unwrap());
     }
 
     /// A write-out that finds the disk full keeps the pages it wrote
@@ -3072,32 +3110,43 @@ pub(crate) mod tests {
     #[test]
     fn a_leader_gathers_until_as_many_writers_arrived_since_the_last_sync() {
         let mut commit = Commit::default();
-        for _ in 0..8 {
-            commit.arrive();
+        // Writer i waits for address i + 1.
+        for i in 0..8 {
+            commit.arrive(i + 1);
         }
         assert!(!commit.gathers(), "no group yet: nothing to wait for");
-        assert_eq!(commit.begin_sync(), 8);
+        commit.leading = true;
+        assert_eq!(commit.begin_sync(8), 8);
+        commit.leading = false;
         commit.last_group = 8;
         // The sync is done; its 7 waiters have not left yet. The leader
         // comes back with its next write.
-        commit.arrive();
+        commit.arrive(9);
         assert_eq!(commit.uncovered(), 1);
         assert!(commit.gathers(), "1 writer of a group of 8 arrived");
-        for _ in 0..6 {
-            commit.arrive();
+        for i in 10..16 {
+            commit.arrive(i);
         }
         assert!(commit.gathers(), "7 of 8");
-        commit.arrive();
+        commit.leading = true;
+        commit.arrive(16);
         assert!(!commit.gathers(), "the group of 8 has formed again");
-        assert_eq!(commit.begin_sync(), 8);
-        // A writer that arrives during a sync is left to the next one.
-        commit.arrive();
-        commit.last_group = 8;
+        assert_eq!(commit.begin_sync(16), 8);
+        // A writer whose records the sync in flight covers (it appended
+        // before the write-out, and takes the lock after the leader began)
+        // is not counted for the next sync; one past it is.
+        commit.arrive(16);
+        assert_eq!(commit.uncovered(), 0);
+        commit.arrive(17);
         assert_eq!(commit.uncovered(), 1);
+        commit.leading = false;
+        commit.last_group = 8;
         // A lone writer does not wait.
-        assert_eq!(commit.begin_sync(), 1);
+        commit.leading = true;
+        assert_eq!(commit.begin_sync(17), 1);
+        commit.leading = false;
         commit.last_group = 1;
-        commit.arrive();
+        commit.arrive(18);
         assert!(!commit.gathers());
     }
 }
