@@ -325,11 +325,15 @@ pub(crate) fn replay(
         std::iter::once((0, segments[0])).chain(segments.windows(2).map(|w| (w[0] + 1, w[1])));
     for (from, to) in gaps {
         if let Some(seg) = retired.first_missing(from, to) {
+            // Named with the file after the gap: a stray file (a segment
+            // of another store copied in) is then found by its name.
             mode.problem(Error::corruption(
                 storage.segment_start(seg),
                 format!(
-                    "segment file {seg} is missing (deleted, or RETIRED, which lists the \
-                     segments compaction deleted, was lost; salvage gets the other keys out)"
+                    "segment file {seg} is missing below {} (deleted, or RETIRED, which \
+                     lists the segments compaction deleted, was lost; salvage gets the \
+                     other keys out)",
+                    storage.file_name(to)
                 ),
             ))?;
         }

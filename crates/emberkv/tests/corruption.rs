@@ -1224,6 +1224,31 @@ fn missing_segment_is_corruption() {
     }
 }
 
+/// Regression (an attack helper, 2026-12-07): a stray empty file named as
+/// a far later segment made open fail with "segment file 1 is missing",
+/// true of the gap but silent about the file that made it one. The
+/// message names the file after the gap.
+#[test]
+fn a_stray_segment_file_is_named_in_the_gap_it_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.insert(b"key", b"value").unwrap();
+    db.close().unwrap();
+    let stray = "000000000099.seg";
+    fs::write(dir.path().join(stray), b"").unwrap();
+    let message = match Db::open(dir.path(), Options::default()) {
+        Err(Error::Corruption { reason, .. }) => reason,
+        other => panic!("expected Corruption, got {:?}", other.map(|db| db.len())),
+    };
+    assert!(
+        message.contains("segment file 1 is missing") && message.contains(stray),
+        "{message}"
+    );
+    fs::remove_file(dir.path().join(stray)).unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"value"[..]));
+}
+
 /// The engine never deletes segment files, so a store whose first segment
 /// is gone has lost records.
 #[test]
