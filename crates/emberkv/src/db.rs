@@ -1534,8 +1534,9 @@ impl Db {
     /// its call returns.
     ///
     /// A read-only handle writes nothing and answers `true`: the files it
-    /// reads may still hold bytes a writer killed before its fdatasync
-    /// left in the page cache, which its own open will sync.
+    /// reads may still hold bytes that a writer killed before its
+    /// fdatasync left in the page cache (the next writable open syncs
+    /// them).
     ///
     /// # Errors
     /// [`Error::Closed`] when a write or fdatasync failed (as
