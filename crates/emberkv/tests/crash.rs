@@ -1034,16 +1034,16 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
                 "{ctx} writer {w}: writes up to {} had survived, now only up to {next}",
                 survived[w as usize]
             );
-            let acked: Vec<(u64, u64)> = run.acks[w as usize]
+            // (write, acknowledged at, writes reported durable by then).
+            let acked: Vec<(u64, u64, u64)> = run.acks[w as usize]
                 .iter()
                 .map(|line| {
                     let mut parts = line.split(' ').map(|p| p.parse::<u64>().unwrap());
-                    (parts.next().unwrap(), parts.next().unwrap())
+                    let mut next = || parts.next().unwrap();
+                    (next(), next(), next())
                 })
                 .collect();
-            let reported = run.acks[w as usize].last().map_or(0, |line| {
-                line.split(' ').nth(2).unwrap().parse::<u64>().unwrap()
-            });
+            let reported = acked.last().map_or(0, |&(_, _, reported)| reported);
             checked_reported += u64::from(reported > survived[w as usize]);
             assert!(
                 reported <= next,
@@ -1052,7 +1052,7 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
                 reported as i64 - 1,
                 next as i64 - 1
             );
-            if let Some(&(last, _)) = acked.last() {
+            if let Some(&(last, _, _)) = acked.last() {
                 assert!(
                     next <= last + 2,
                     "{ctx} writer {w}: write {} survived, past the one in flight after {last}",
@@ -1061,7 +1061,7 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
             }
             let deadline =
                 unix_nanos(run.killed_at).saturating_sub(DURABILITY_GRACE.as_nanos() as u64);
-            for &(n, at) in &acked {
+            for &(n, at, _) in &acked {
                 assert!(
                     at >= deadline || n < next,
                     "{ctx} writer {w}: write {n}, acknowledged {} ms before the kill, was lost",

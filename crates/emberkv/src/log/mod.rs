@@ -180,6 +180,13 @@ impl Commit {
         self.syncing_through = tail;
         group
     }
+
+    /// The leader's sync of `group` writers ended after `took`.
+    fn end_sync(&mut self, group: usize, took: Duration) {
+        self.leading = false;
+        self.last_group = group;
+        self.last_sync = took;
+    }
 }
 
 struct FlushCursor {
@@ -1237,9 +1244,7 @@ impl Log {
                 let started = Instant::now();
                 (self.write_and_sync(), started.elapsed())
             });
-            commit.leading = false;
-            commit.last_group = group;
-            commit.last_sync = took;
+            commit.end_sync(group, took);
             self.committed.notify_all();
             result?;
         }
@@ -3117,8 +3122,7 @@ pub(crate) mod tests {
         assert!(!commit.gathers(), "no group yet: nothing to wait for");
         commit.leading = true;
         assert_eq!(commit.begin_sync(8), 8);
-        commit.leading = false;
-        commit.last_group = 8;
+        commit.end_sync(8, Duration::ZERO);
         // The sync is done; its 7 waiters have not left yet. The leader
         // comes back with its next write.
         commit.arrive(9);
@@ -3139,13 +3143,11 @@ pub(crate) mod tests {
         assert_eq!(commit.uncovered(), 0);
         commit.arrive(17);
         assert_eq!(commit.uncovered(), 1);
-        commit.leading = false;
-        commit.last_group = 8;
+        commit.end_sync(8, Duration::ZERO);
         // A lone writer does not wait.
         commit.leading = true;
         assert_eq!(commit.begin_sync(17), 1);
-        commit.leading = false;
-        commit.last_group = 1;
+        commit.end_sync(1, Duration::ZERO);
         commit.arrive(18);
         assert!(!commit.gathers());
     }
