@@ -1,32 +1,72 @@
 //! CRC32C (Castagnoli; the iSCSI polynomial, RFC 3720), the checksum of
 //! every record and every metadata file.
 //!
-//! Computed by the `crc-fast` crate (SIMD carry-less multiplication). On
-//! this project's 2-core test machine it took 33 to 51 ns for a 1 KiB
-//! record where the `crc32c` crate took 90 to 113 ns, and every get
-//! verifies one; both give the same values (the corruption tests check
-//! them against an independent table-driven implementation).
+//! Computed by one of two crates, chosen once per process by the CPU's
+//! features, since neither is the faster on both CPUs this project has run
+//! on (docs/PERFORMANCE.md, 2026-12-08):
+//! - with AVX-512 and VPCLMULQDQ, `crc-fast` (carry-less multiplication
+//!   folding 64 bytes a step): 33 to 51 ns for a 1 KiB record where `crc32c`
+//!   took 90 to 113 ns;
+//! - elsewhere `crc32c` (the `crc32` instruction over three interleaved
+//!   streams): 76 ns for a 1,060-byte record where `crc-fast`'s SSE path
+//!   took 113 ns, and 1.2x to 1.4x as fast from 300 bytes to 1 MiB.
+//!
+//! Both give the same values (a test below checks them against each other;
+//! the corruption tests check them against an independent table-driven
+//! implementation).
+
+/// Whether `crc-fast` is the faster crate on this CPU.
+fn wide_folds() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("vpclmulqdq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// The CRC32C of `bytes`.
 pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
-    crc_fast::crc32_iscsi(bytes)
+    if wide_folds() {
+        crc_fast::crc32_iscsi(bytes)
+    } else {
+        crc32c::crc32c(bytes)
+    }
 }
 
 /// A CRC32C computed over several pieces in turn.
-pub(crate) struct Crc32c(crc_fast::Digest);
+pub(crate) enum Crc32c {
+    /// `crc-fast`'s running digest.
+    Folds(crc_fast::Digest),
+    /// The CRC32C of the pieces so far, which `crc32c` extends.
+    Streams(u32),
+}
 
 impl Crc32c {
     pub(crate) fn new() -> Crc32c {
-        Crc32c(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+        if wide_folds() {
+            Crc32c::Folds(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+        } else {
+            Crc32c::Streams(0)
+        }
     }
 
     pub(crate) fn update(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
+        match self {
+            Crc32c::Folds(digest) => digest.update(bytes),
+            Crc32c::Streams(crc) => *crc = crc32c::crc32c_append(*crc, bytes),
+        }
     }
 
     /// The CRC32C of everything passed to [`Crc32c::update`] so far.
     pub(crate) fn value(&self) -> u32 {
-        self.0.finalize() as u32
+        match self {
+            Crc32c::Folds(digest) => digest.finalize() as u32,
+            Crc32c::Streams(crc) => *crc,
+        }
     }
 }
 
@@ -48,5 +88,30 @@ mod tests {
         c.update(&big[..1234]);
         c.update(&big[1234..]);
         assert_eq!(c.value(), crc32c(&big));
+    }
+
+    #[test]
+    fn both_crates_give_the_same_values_whole_and_in_pieces() {
+        let bytes: Vec<u8> = (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in [
+            0, 1, 7, 8, 15, 16, 63, 64, 255, 256, 257, 300, 1060, 4096, 8191, 8192, 8193, 20_000,
+        ] {
+            let b = &bytes[..len];
+            let whole = crc_fast::crc32_iscsi(b);
+            assert_eq!(crc32c::crc32c(b), whole, "{len} bytes");
+            assert_eq!(crc32c(b), whole, "{len} bytes");
+            for cut in [0, len / 3, len / 2, len] {
+                let mut folds =
+                    Crc32c::Folds(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi));
+                let mut streams = Crc32c::Streams(0);
+                for c in [&mut folds, &mut streams] {
+                    c.update(&b[..cut]);
+                    c.update(&b[cut..]);
+                    assert_eq!(c.value(), whole, "{len} bytes cut at {cut}");
+                }
+            }
+        }
     }
 }
