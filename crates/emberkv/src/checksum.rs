@@ -1,15 +1,17 @@
 //! CRC32C (Castagnoli; the iSCSI polynomial, RFC 3720), the checksum of
 //! every record and every metadata file.
 //!
-//! Computed by one of two crates, chosen once per process by the CPU's
-//! features, since neither is the faster on both CPUs this project has run
-//! on (docs/PERFORMANCE.md, 2026-12-08):
+//! Computed by one of two crates, chosen by the CPU's features (which the
+//! standard library detects once per process), since neither is the faster
+//! on both CPUs this project has run on (docs/PERFORMANCE.md, 2026-12-08):
 //! - with AVX-512 and VPCLMULQDQ, `crc-fast` (carry-less multiplication
 //!   folding 64 bytes a step): 33 to 51 ns for a 1 KiB record where `crc32c`
 //!   took 90 to 113 ns;
 //! - elsewhere `crc32c` (the `crc32` instruction over three interleaved
 //!   streams): 76 ns for a 1,060-byte record where `crc-fast`'s SSE path
-//!   took 113 ns, and 1.2x to 1.4x as fast from 300 bytes to 1 MiB.
+//!   took 113 ns; level at 600 bytes, 1.2x to 1.5x as fast at the other
+//!   sizes measured from 300 bytes to 1 MiB, and 1.1x to 1.35x as slow
+//!   up to 256 bytes.
 //!
 //! Both give the same values (a test below checks them against each other;
 //! the corruption tests check them against an independent table-driven
