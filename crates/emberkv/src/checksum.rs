@@ -5,8 +5,8 @@
 //! standard library detects once per process), since neither is the faster
 //! on both CPUs this project has run on (docs/PERFORMANCE.md, 2026-12-08):
 //! - with AVX-512 and VPCLMULQDQ, `crc-fast` (carry-less multiplication
-//!   folding 64 bytes a step): 33 to 51 ns for a 1 KiB record where `crc32c`
-//!   took 90 to 113 ns;
+//!   in 512-bit registers beside the `crc32` instruction): 33 to 51 ns for
+//!   a 1 KiB record where `crc32c` took 90 to 113 ns;
 //! - elsewhere `crc32c` (the `crc32` instruction over three interleaved
 //!   streams): 76 ns for a 1,060-byte record where `crc-fast`'s SSE path
 //!   took 113 ns; level at 600 bytes, 1.2x to 1.5x as fast at the other
