@@ -1035,14 +1035,11 @@ fn updates_in_place_keep_a_prefix_after_sigkill() {
                 survived[w as usize]
             );
             // (write, acknowledged at, writes reported durable by then).
-            let acked: Vec<(u64, u64, u64)> = run.acks[w as usize]
-                .iter()
-                .map(|line| {
-                    let mut parts = line.split(' ').map(|p| p.parse::<u64>().unwrap());
-                    let mut next = || parts.next().unwrap();
-                    (next(), next(), next())
-                })
-                .collect();
+            let acked: Vec<(u64, u64, u64)> =
+                acked_seqs(&run.acks[w as usize], survived[w as usize], &ctx)
+                    .into_iter()
+                    .map(|row| (row[0], row[1], row[2]))
+                    .collect();
             let reported = acked.last().map_or(0, |&(_, _, reported)| reported);
             checked_reported += u64::from(reported > survived[w as usize]);
             assert!(
